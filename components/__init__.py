@@ -1,0 +1,1 @@
+"""gpu-cluster components: reusable Pulumi ComponentResources and pure helpers."""

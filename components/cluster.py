@@ -1,0 +1,186 @@
+"""GpuCluster: network, security, storage and GPU nodes composed from one set of args."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.catalog import InstanceFacts
+from components.cidr import SubnetLayout
+from components.datastore import DataStore, DataStoreArgs
+from components.naming import child_name
+from components.network import ClusterNetwork, ClusterNetworkArgs
+from components.nic_layout import efa_interface_count, nic_layout
+from components.node_group import GpuNodeGroup, GpuNodeGroupArgs, RootVolume
+from components.security import ClusterSecurity, ClusterSecurityArgs
+from components.user_data import BootConfig, render_user_data, torchrun_command
+
+DLAMI_TYPE = "oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04"
+
+
+def dlami_parameter(architecture: str) -> str:
+    """Public SSM parameter of the AWS Deep Learning OSS Nvidia Driver GPU PyTorch AMI
+    (/aws/service/deeplearning/ami/<architecture>/<ami type>/latest/ami-id)."""
+    return f"/aws/service/deeplearning/ami/{architecture}/{DLAMI_TYPE}/latest/ami-id"
+
+
+@dataclass
+class StorageArgs:
+    """Where the cluster's data lives. ``create`` makes a DataStore in this stack."""
+
+    bucket_name: pulumi.Input[str]
+    create: bool
+    data_key_arn: pulumi.Input[str] | None = None
+
+
+@dataclass
+class GpuClusterArgs:
+    facts: InstanceFacts
+    node_count: int
+    efa: bool
+    region: str
+    availability_zone: str
+    layout: SubnetLayout
+    storage: StorageArgs
+    ami_ssm_parameter: str | None = None
+    ami_id: str | None = None
+    root_volume: RootVolume = field(default_factory=RootVolume)
+    nat_gateway: bool = True
+    public_ip: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.facts.gpu_count * self.node_count
+
+
+def ssm_session_command(instance_id: str, region: str) -> str:
+    return f"aws ssm start-session --region {region} --target {instance_id}"
+
+
+class GpuCluster(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:index:GpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        identity = aws.get_caller_identity_output(opts=invoke)
+        partition = aws.get_partition_output(opts=invoke).partition
+        bucket_arn = pulumi.Output.concat("arn:", partition, ":s3:::", args.storage.bucket_name)
+
+        extra_keys = [args.storage.data_key_arn] if args.storage.data_key_arn else []
+        self.security = ClusterSecurity(
+            child_name(name, "security"),
+            ClusterSecurityArgs(
+                account_id=identity.account_id,
+                partition=partition,
+                region=args.region,
+                data_bucket_arn=bucket_arn,
+                extra_key_arns=extra_keys,
+                protect_key=args.storage.create,
+                tags=args.tags,
+            ),
+            child,
+        )
+        self.network = ClusterNetwork(
+            child_name(name, "network"),
+            ClusterNetworkArgs(
+                layout=args.layout,
+                availability_zone=args.availability_zone,
+                region=args.region,
+                account_id=identity.account_id,
+                kms_key_arn=self.security.key.arn,
+                nat_gateway=args.nat_gateway,
+                public_nodes=args.public_ip,
+                tags=args.tags,
+            ),
+            child,
+        )
+        self.storage = None
+        bucket_name: pulumi.Input[str] = args.storage.bucket_name
+        if args.storage.create:
+            self.storage = DataStore(
+                child_name(name, "data"),
+                DataStoreArgs(
+                    bucket_name=args.storage.bucket_name,
+                    kms_key_arn=self.security.key.arn,
+                    tags=args.tags,
+                ),
+                child,
+            )
+            bucket_name = self.storage.bucket.bucket
+
+        ami_id = (
+            args.ami_id
+            or aws.ssm.get_parameter_output(
+                name=args.ami_ssm_parameter or dlami_parameter(args.facts.architecture), opts=invoke
+            ).value
+        )
+        root_device = aws.ec2.get_ami_output(
+            filters=[{"name": "image-id", "values": [ami_id]}], opts=invoke
+        ).root_device_name
+        gpus_per_node = args.facts.gpu_count
+        efa_interfaces = efa_interface_count(nic_layout(args.facts, args.efa))
+        self.nodes = GpuNodeGroup(
+            child_name(name, "nodes"),
+            GpuNodeGroupArgs(
+                facts=args.facts,
+                node_count=args.node_count,
+                efa=args.efa,
+                ami_id=ami_id,
+                root_device_name=root_device,
+                subnet_id=self.network.node_subnet.id,
+                security_group_id=self.network.node_security_group.id,
+                instance_profile_arn=self.security.instance_profile.arn,
+                kms_key_arn=self.security.key.arn,
+                user_data=pulumi.Output.from_input(bucket_name).apply(
+                    lambda bucket: render_user_data(
+                        BootConfig(
+                            cluster=name,
+                            region=args.region,
+                            node_count=args.node_count,
+                            gpus_per_node=gpus_per_node,
+                            nvme_disk_count=args.facts.nvme_disk_count,
+                            efa_interfaces=efa_interfaces,
+                            bucket=bucket,
+                        )
+                    )
+                ),
+                availability_zone=args.availability_zone,
+                root_volume=args.root_volume,
+                public_ip=args.public_ip,
+                tags={**args.tags, "gpu-cluster:name": name},
+            ),
+            child,
+        )
+        self.efa_interfaces_per_node = efa_interfaces
+        self.bucket_name = pulumi.Output.from_input(bucket_name)
+        self.private_ips = self.nodes.private_ips
+        self.total_gpus = args.total_gpus
+        self.ssm_commands = self.nodes.instance_ids.apply(
+            lambda ids: [ssm_session_command(i, args.region) for i in ids]
+        )
+        self.torchrun_commands = (
+            self.private_ips.apply(
+                lambda ips: [
+                    torchrun_command(name, args.node_count, gpus_per_node, rank, ips[0])
+                    for rank in range(args.node_count)
+                ]
+            )
+            if args.node_count > 1
+            else None
+        )
+        outputs = {
+            "nodePrivateIps": self.private_ips,
+            "instanceIds": self.nodes.instance_ids,
+            "ssmSessionCommands": self.ssm_commands,
+            "bucketName": self.bucket_name,
+            "totalGpus": self.total_gpus,
+            "efaInterfacesPerNode": self.efa_interfaces_per_node,
+        }
+        if self.torchrun_commands is not None:
+            outputs["torchrunCommands"] = self.torchrun_commands
+        self.register_outputs(outputs)

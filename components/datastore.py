@@ -1,0 +1,96 @@
+"""DataStore: the S3 bucket for datasets and checkpoints, locked down and never deleted."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.naming import child_name
+from components.policies import tls_only_bucket_policy
+
+ABORT_INCOMPLETE_UPLOADS_DAYS = 7
+
+
+@dataclass
+class DataStoreArgs:
+    bucket_name: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str]
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class DataStore(pulumi.ComponentResource):
+    bucket: aws.s3.Bucket
+
+    def __init__(
+        self, name: str, args: DataStoreArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:storage:DataStore", name, None, opts)
+        # Every child is retained on delete: a teardown must not strip the bucket's settings.
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        self.bucket = aws.s3.Bucket(
+            child_name(name, "bucket"),
+            bucket=args.bucket_name,
+            force_destroy=False,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=True)),
+        )
+        aws.s3.BucketPublicAccessBlock(
+            child_name(name, "public-access-block"),
+            bucket=self.bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=keep,
+        )
+        aws.s3.BucketOwnershipControls(
+            child_name(name, "ownership"),
+            bucket=self.bucket.id,
+            rule={"object_ownership": "BucketOwnerEnforced"},
+            opts=keep,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            child_name(name, "encryption"),
+            bucket=self.bucket.id,
+            rules=[
+                {
+                    "apply_server_side_encryption_by_default": {
+                        "sse_algorithm": "aws:kms",
+                        "kms_master_key_id": args.kms_key_arn,
+                    },
+                    "bucket_key_enabled": True,
+                }
+            ],
+            opts=keep,
+        )
+        aws.s3.BucketVersioning(
+            child_name(name, "versioning"),
+            bucket=self.bucket.id,
+            versioning_configuration={"status": "Enabled"},
+            opts=keep,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            child_name(name, "lifecycle"),
+            bucket=self.bucket.id,
+            rules=[
+                {
+                    "id": "abort-incomplete-multipart-uploads",
+                    "status": "Enabled",
+                    "filter": {"prefix": ""},
+                    "abort_incomplete_multipart_upload": {
+                        "days_after_initiation": ABORT_INCOMPLETE_UPLOADS_DAYS
+                    },
+                }
+            ],
+            opts=keep,
+        )
+        aws.s3.BucketPolicy(
+            child_name(name, "tls-only"),
+            bucket=self.bucket.id,
+            policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))),
+            opts=keep,
+        )
+        self.register_outputs({"bucketName": self.bucket.bucket, "bucketArn": self.bucket.arn})

@@ -1,0 +1,30 @@
+"""Resource names and tags: one place for the naming contract."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+MANAGED_BY_TAG = {"managed-by": "gpu-cluster"}
+
+
+def child_name(parent: str, role: str) -> str:
+    """Children of component ``parent`` are named ``f"{parent}-{role}"`` (a public contract)."""
+    return f"{parent}-{role}"
+
+
+def merge_tags(*layers: Mapping[str, str] | None) -> dict[str, str]:
+    """Merge tag layers left to right; later layers win. ``None`` layers are skipped."""
+    merged: dict[str, str] = {}
+    for layer in layers:
+        if layer:
+            merged.update(layer)
+    return merged
+
+
+def cluster_tags(cluster: str, user_tags: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The tags every resource of a cluster carries (user tags may not drop the cluster tag)."""
+    return merge_tags(MANAGED_BY_TAG, user_tags, {"gpu-cluster:name": cluster})
+
+
+def node_name(index: int) -> str:
+    return f"node-{index}"

@@ -1,0 +1,250 @@
+"""ClusterNetwork: VPC, node subnet, NAT egress, endpoints, EFA security group, flow logs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.cidr import INTERFACE_ENDPOINTS, SubnetLayout
+from components.naming import child_name
+from components.policies import assume_role_policy, flow_logs_delivery_policy
+
+FLOW_LOG_RETENTION_DAYS = 365
+PACKAGE_EGRESS_PORTS = (80, 443)
+
+
+@dataclass
+class ClusterNetworkArgs:
+    layout: SubnetLayout
+    availability_zone: str
+    region: str
+    account_id: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str]
+    nat_gateway: bool = True
+    public_nodes: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class ClusterNetwork(pulumi.ComponentResource):
+    vpc: aws.ec2.Vpc
+    node_subnet: aws.ec2.Subnet
+    node_security_group: aws.ec2.SecurityGroup
+
+    def __init__(
+        self, name: str, args: ClusterNetworkArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:network:ClusterNetwork", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = args.tags
+        self.vpc = aws.ec2.Vpc(
+            child_name(name, "vpc"),
+            cidr_block=str(args.layout.vpc),
+            enable_dns_support=True,
+            enable_dns_hostnames=True,
+            tags={**tags, "Name": child_name(name, "vpc")},
+            opts=child,
+        )
+        aws.ec2.DefaultSecurityGroup(
+            child_name(name, "default-sg-closed"),
+            vpc_id=self.vpc.id,
+            ingress=[],
+            egress=[],
+            tags={**tags, "Name": child_name(name, "default-closed")},
+            opts=child,
+        )
+        self.private_subnet = aws.ec2.Subnet(
+            child_name(name, "private"),
+            vpc_id=self.vpc.id,
+            cidr_block=str(args.layout.private),
+            availability_zone=args.availability_zone,
+            map_public_ip_on_launch=False,
+            tags={**tags, "Name": child_name(name, "private")},
+            opts=child,
+        )
+        self.public_subnet = aws.ec2.Subnet(
+            child_name(name, "public"),
+            vpc_id=self.vpc.id,
+            cidr_block=str(args.layout.public),
+            availability_zone=args.availability_zone,
+            map_public_ip_on_launch=False,
+            tags={**tags, "Name": child_name(name, "public")},
+            opts=child,
+        )
+        self.node_subnet = self.public_subnet if args.public_nodes else self.private_subnet
+        self._routing(name, args, child)
+        self.node_security_group = self._node_security_group(name, args, child)
+        self._endpoints(name, args, child)
+        self._flow_logs(name, args, child)
+        self.register_outputs(
+            {
+                "vpcId": self.vpc.id,
+                "nodeSubnetId": self.node_subnet.id,
+                "nodeSecurityGroupId": self.node_security_group.id,
+            }
+        )
+
+    def _routing(self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions) -> None:
+        tags = args.tags
+        igw = aws.ec2.InternetGateway(
+            child_name(name, "igw"), vpc_id=self.vpc.id, tags=tags, opts=child
+        )
+        public_routes = aws.ec2.RouteTable(
+            child_name(name, "public-rt"),
+            vpc_id=self.vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+            tags=tags,
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            child_name(name, "public-rta"),
+            subnet_id=self.public_subnet.id,
+            route_table_id=public_routes.id,
+            opts=child,
+        )
+        private_route_list = []
+        if args.nat_gateway:
+            eip = aws.ec2.Eip(child_name(name, "nat-eip"), domain="vpc", tags=tags, opts=child)
+            nat = aws.ec2.NatGateway(
+                child_name(name, "nat"),
+                subnet_id=self.public_subnet.id,
+                allocation_id=eip.id,
+                tags=tags,
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[igw])),
+            )
+            private_route_list.append({"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id})
+        self.private_route_table = aws.ec2.RouteTable(
+            child_name(name, "private-rt"),
+            vpc_id=self.vpc.id,
+            routes=private_route_list,
+            tags=tags,
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            child_name(name, "private-rta"),
+            subnet_id=self.private_subnet.id,
+            route_table_id=self.private_route_table.id,
+            opts=child,
+        )
+        self.route_table_ids = [self.private_route_table.id, public_routes.id]
+
+    def _node_security_group(
+        self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions
+    ) -> aws.ec2.SecurityGroup:
+        group = aws.ec2.SecurityGroup(
+            child_name(name, "nodes-sg"),
+            vpc_id=self.vpc.id,
+            description="gpu-cluster nodes: all traffic between members (EFA), none from outside",
+            tags={**args.tags, "Name": child_name(name, "nodes")},
+            opts=child,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            child_name(name, "nodes-efa-in"),
+            security_group_id=group.id,
+            referenced_security_group_id=group.id,
+            ip_protocol="-1",
+            description="EFA/NCCL: all traffic from cluster members",
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            child_name(name, "nodes-efa-out"),
+            security_group_id=group.id,
+            referenced_security_group_id=group.id,
+            ip_protocol="-1",
+            description="EFA/NCCL: all traffic to cluster members",
+            opts=child,
+        )
+        for port in PACKAGE_EGRESS_PORTS:
+            aws.vpc.SecurityGroupEgressRule(
+                child_name(name, f"nodes-egress-{port}"),
+                security_group_id=group.id,
+                cidr_ipv4="0.0.0.0/0",
+                ip_protocol="tcp",
+                from_port=port,
+                to_port=port,
+                description="package installs, AWS APIs and S3 (through NAT or endpoints)",
+                opts=child,
+            )
+        return group
+
+    def _endpoints(
+        self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions
+    ) -> None:
+        aws.ec2.VpcEndpoint(
+            child_name(name, "s3-endpoint"),
+            vpc_id=self.vpc.id,
+            service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=self.route_table_ids,
+            tags=args.tags,
+            opts=child,
+        )
+        endpoint_sg = aws.ec2.SecurityGroup(
+            child_name(name, "endpoints-sg"),
+            vpc_id=self.vpc.id,
+            description="gpu-cluster interface endpoints: HTTPS from the VPC only",
+            tags=args.tags,
+            opts=child,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            child_name(name, "endpoints-https-in"),
+            security_group_id=endpoint_sg.id,
+            cidr_ipv4=str(args.layout.vpc),
+            ip_protocol="tcp",
+            from_port=443,
+            to_port=443,
+            description="HTTPS from inside the VPC",
+            opts=child,
+        )
+        for service in INTERFACE_ENDPOINTS:
+            aws.ec2.VpcEndpoint(
+                child_name(name, f"{service}-endpoint"),
+                vpc_id=self.vpc.id,
+                service_name=f"com.amazonaws.{args.region}.{service}",
+                vpc_endpoint_type="Interface",
+                private_dns_enabled=True,
+                subnet_ids=[self.private_subnet.id],
+                security_group_ids=[endpoint_sg.id],
+                tags=args.tags,
+                opts=child,
+            )
+
+    def _flow_logs(
+        self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions
+    ) -> None:
+        log_group = aws.cloudwatch.LogGroup(
+            child_name(name, "flow-logs"),
+            name=f"/gpu-cluster/{name}/vpc-flow-logs",
+            retention_in_days=FLOW_LOG_RETENTION_DAYS,
+            kms_key_id=args.kms_key_arn,
+            tags=args.tags,
+            opts=child,
+        )
+        role = aws.iam.Role(
+            child_name(name, "flow-logs-role"),
+            assume_role_policy=pulumi.Output.from_input(args.account_id).apply(
+                lambda account: json.dumps(
+                    assume_role_policy("vpc-flow-logs.amazonaws.com", account)
+                )
+            ),
+            tags=args.tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            child_name(name, "flow-logs-delivery"),
+            role=role.id,
+            policy=log_group.arn.apply(lambda arn: json.dumps(flow_logs_delivery_policy(arn))),
+            opts=child,
+        )
+        aws.ec2.FlowLog(
+            child_name(name, "flow-log"),
+            vpc_id=self.vpc.id,
+            traffic_type="ALL",
+            log_destination_type="cloud-watch-logs",
+            log_destination=log_group.arn,
+            iam_role_arn=role.arn,
+            tags=args.tags,
+            opts=child,
+        )

@@ -1,0 +1,67 @@
+"""Network-interface layout for EFA, derived from an instance type's network-card facts.
+
+AWS's recommended layout for EFA on instance types with one or more network cards
+(EC2 User Guide, "Maximize network bandwidth on Amazon EC2 instances with multiple
+network cards"):
+
+* the primary interface (network card 0, device index 0) is an ENA interface - an
+  EFA-only interface can never be primary;
+* if network card 0 supports EFA, an EFA-only interface goes on card 0, device index 1;
+* every further EFA-capable card gets an EFA-only interface at device index 0;
+* never more EFA interfaces than the type's MaximumEfaInterfaces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.catalog import InstanceFacts
+
+ENA = "interface"
+EFA_ONLY = "efa-only"
+
+
+@dataclass(frozen=True, slots=True)
+class NicSlot:
+    """One network interface of a launch template."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str
+
+    @property
+    def is_efa(self) -> bool:
+        return self.interface_type in ("efa", EFA_ONLY)
+
+    @property
+    def has_ip_address(self) -> bool:
+        """EFA-only interfaces carry no IP address; ENA and EFA (with ENA) interfaces do."""
+        return self.interface_type != EFA_ONLY
+
+
+def nic_layout(facts: InstanceFacts, efa: bool) -> tuple[NicSlot, ...]:
+    """The interfaces to attach: one ENA primary, plus EFA-only on each EFA-capable card."""
+    primary = NicSlot(network_card_index=0, device_index=0, interface_type=ENA)
+    if not efa:
+        return (primary,)
+    if not facts.efa_supported:
+        raise ValueError(f"{facts.instance_type} does not support EFA")
+    slots = [primary]
+    budget = facts.max_efa_interfaces
+    for card in facts.network_cards:
+        if budget == 0:
+            break
+        if not card.supports_efa:
+            continue
+        device_index = 1 if card.index == 0 else 0
+        slots.append(NicSlot(card.index, device_index, EFA_ONLY))
+        budget -= 1
+    return tuple(slots)
+
+
+def efa_interface_count(slots: tuple[NicSlot, ...]) -> int:
+    return sum(slot.is_efa for slot in slots)
+
+
+def ip_addresses_per_node(slots: tuple[NicSlot, ...]) -> int:
+    return sum(slot.has_ip_address for slot in slots)

@@ -1,0 +1,165 @@
+"""IAM, KMS and S3 policy documents as pure functions (JSON-ready dicts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
+MIN_TLS_VERSION = "1.2"
+
+
+def kms_key_policy(partition: str, account_id: str, region: str) -> dict[str, Any]:
+    """Explicit key policy: the account administers the key through IAM (AWS's default
+    statement, which prevents an unmanageable key); CloudWatch Logs in this region may use it
+    only for this account's log groups (flow logs)."""
+    account_root = f"arn:{partition}:iam::{account_id}:root"
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "EnableIamPolicies",
+                "Effect": "Allow",
+                "Principal": {"AWS": account_root},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "AllowCloudWatchLogsForThisAccount",
+                "Effect": "Allow",
+                "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+                "Action": [
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
+                "Resource": "*",
+                "Condition": {
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": (
+                            f"arn:{partition}:logs:{region}:{account_id}:log-group:*"
+                        )
+                    }
+                },
+            },
+        ],
+    }
+
+
+def assume_role_policy(service: str, account_id: str) -> dict[str, Any]:
+    """Trust exactly one AWS service principal, on behalf of this account only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": service},
+                "Action": "sts:AssumeRole",
+                "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+            }
+        ],
+    }
+
+
+def ec2_assume_role_policy() -> dict[str, Any]:
+    """EC2 instance roles: trusted by ec2.amazonaws.com only (EC2 sets no SourceAccount)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "ec2.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+
+
+def node_access_policy(bucket_arn: str, key_arns: list[str]) -> dict[str, Any]:
+    """Least privilege for a node: read/write the cluster bucket, use its key(s), and list
+    the cluster's instances (to write the node list at boot; Describe* has no resource scope)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ListClusterBucket",
+                "Effect": "Allow",
+                "Action": [
+                    "s3:ListBucket",
+                    "s3:GetBucketLocation",
+                    "s3:ListBucketMultipartUploads",
+                ],
+                "Resource": bucket_arn,
+            },
+            {
+                "Sid": "ReadWriteClusterObjects",
+                "Effect": "Allow",
+                "Action": [
+                    "s3:GetObject",
+                    "s3:PutObject",
+                    "s3:DeleteObject",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
+                "Resource": f"{bucket_arn}/*",
+            },
+            {
+                "Sid": "UseClusterKeys",
+                "Effect": "Allow",
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                "Resource": sorted(set(key_arns)),
+            },
+            {
+                "Sid": "DiscoverClusterNodes",
+                "Effect": "Allow",
+                "Action": "ec2:DescribeInstances",
+                "Resource": "*",
+            },
+        ],
+    }
+
+
+def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
+    """Deny any request without TLS, and any request with TLS older than 1.2."""
+    resources = [bucket_arn, f"{bucket_arn}/*"]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": resources,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+            {
+                "Sid": "DenyOutdatedTls",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": resources,
+                "Condition": {"NumericLessThan": {"s3:TlsVersion": MIN_TLS_VERSION}},
+            },
+        ],
+    }
+
+
+def flow_logs_delivery_policy(log_group_arn: str) -> dict[str, Any]:
+    """What the VPC Flow Logs service needs to write into one log group."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "logs:CreateLogStream",
+                    "logs:PutLogEvents",
+                    "logs:DescribeLogGroups",
+                    "logs:DescribeLogStreams",
+                ],
+                "Resource": [log_group_arn, f"{log_group_arn}:*"],
+            }
+        ],
+    }

@@ -1,0 +1,76 @@
+"""ClusterSecurity: the cluster's KMS key and the nodes' IAM role and instance profile."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.kms import create_cluster_key
+from components.naming import child_name
+from components.policies import SSM_MANAGED_POLICY, ec2_assume_role_policy, node_access_policy
+
+
+@dataclass
+class ClusterSecurityArgs:
+    account_id: pulumi.Input[str]
+    partition: pulumi.Input[str]
+    region: str
+    data_bucket_arn: pulumi.Input[str]
+    extra_key_arns: list[pulumi.Input[str]] = field(default_factory=list)
+    protect_key: bool = True
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class ClusterSecurity(pulumi.ComponentResource):
+    key: aws.kms.Key
+    role: aws.iam.Role
+    instance_profile: aws.iam.InstanceProfile
+
+    def __init__(
+        self, name: str, args: ClusterSecurityArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:security:ClusterSecurity", name, None, opts)
+        self.key, self.alias = create_cluster_key(
+            name,
+            account_id=args.account_id,
+            partition=args.partition,
+            region=args.region,
+            tags=args.tags,
+            protect=args.protect_key,
+            parent=self,
+        )
+        child = pulumi.ResourceOptions(parent=self)
+        self.role = aws.iam.Role(
+            child_name(name, "node-role"),
+            description=f"gpu-cluster {name} nodes",
+            assume_role_policy=json.dumps(ec2_assume_role_policy()),
+            tags=args.tags,
+            opts=child,
+        )
+        aws.iam.RolePolicyAttachment(
+            child_name(name, "node-ssm"),
+            role=self.role.name,
+            policy_arn=pulumi.Output.concat(
+                "arn:", args.partition, ":iam::aws:policy/", SSM_MANAGED_POLICY
+            ),
+            opts=child,
+        )
+        access = pulumi.Output.all(args.data_bucket_arn, self.key.arn, *args.extra_key_arns).apply(
+            lambda values: json.dumps(node_access_policy(values[0], list(values[1:])))
+        )
+        aws.iam.RolePolicy(
+            child_name(name, "node-access"), role=self.role.id, policy=access, opts=child
+        )
+        self.instance_profile = aws.iam.InstanceProfile(
+            child_name(name, "node-profile"), role=self.role.name, tags=args.tags, opts=child
+        )
+        self.register_outputs(
+            {
+                "keyArn": self.key.arn,
+                "roleArn": self.role.arn,
+                "instanceProfileArn": self.instance_profile.arn,
+            }
+        )

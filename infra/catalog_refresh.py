@@ -1,0 +1,59 @@
+"""`gpuc catalog refresh`: rebuild the bundled GPU catalog from EC2 through boto3."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import boto3
+
+from components.catalog import CATALOG_PATH, Catalog, facts_from_describe, is_nvidia_gpu_item
+from infra.aws import client, paginate
+
+DEFAULT_REGIONS = (
+    "us-east-1",
+    "us-east-2",
+    "us-west-2",
+    "eu-west-1",
+    "eu-central-1",
+    "ap-northeast-1",
+    "ap-southeast-1",
+)
+
+
+def fetch_catalog(
+    regions: Iterable[str] = DEFAULT_REGIONS, session: boto3.Session | None = None
+) -> Catalog:
+    """Describe every NVIDIA GPU instance type and where it is offered, per region and AZ."""
+    regions = list(regions)
+    instance_types = {}
+    offerings: dict[str, dict[str, frozenset[str]]] = {}
+    for region in regions:
+        ec2 = client("ec2", region, session)
+        for item in paginate(ec2, "ec2", "DescribeInstanceTypes", "InstanceTypes"):
+            if is_nvidia_gpu_item(item):
+                instance_types.setdefault(item["InstanceType"], facts_from_describe(item))
+        zones: dict[str, set[str]] = {}
+        for offer in paginate(
+            ec2,
+            "ec2",
+            "DescribeInstanceTypeOfferings",
+            "InstanceTypeOfferings",
+            LocationType="availability-zone",
+        ):
+            if offer["InstanceType"] in instance_types:
+                zones.setdefault(offer["Location"], set()).add(offer["InstanceType"])
+        offerings[region] = {zone: frozenset(types) for zone, types in zones.items()}
+    return Catalog(
+        instance_types=instance_types,
+        offerings=offerings,
+        source="EC2 DescribeInstanceTypes + DescribeInstanceTypeOfferings "
+        f"(availability-zone) for {', '.join(regions)}",
+    )
+
+
+def write_catalog(catalog: Catalog, path: Path = CATALOG_PATH) -> Path:
+    """Write the catalog as stable, sorted JSON (diff-friendly)."""
+    path.write_text(json.dumps(catalog.to_json(), indent=1, sort_keys=True) + "\n")
+    return path

@@ -1,0 +1,178 @@
+"""Stack config -> StackSpec: decode Pulumi's string config map, translate pydantic errors
+into Problems (with "did you mean"), then run the meaning checks in infra/validation.py."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pydantic import ValidationError
+
+from infra.errors import NOT_SET, ConfigError, Problem
+from infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT, StackSpec
+
+REGION_KEY = "aws:region"
+NESTED_KEYS: dict[str, frozenset[str]] = {
+    key: frozenset(
+        field.alias or name
+        for name, field in StackSpec.model_fields[
+            {"rootVolume": "root_volume"}.get(key, key)
+        ].annotation.model_fields.items()  # type: ignore[union-attr]
+    )
+    for key in ("rootVolume", "network", "storage", "ami")
+}
+
+
+def current_config() -> dict[str, str]:
+    """Every config value the Pulumi runtime holds for this stack (CLI or mock engine)."""
+    from pulumi.runtime import config as runtime_config
+
+    return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+
+
+def config_path(loc: tuple[Any, ...]) -> str:
+    """``("network", "vpcCidr")`` -> ``gpu-cluster:network.vpcCidr``; region -> ``aws:region``."""
+    if loc and loc[0] == "region":
+        return REGION_KEY
+    head, *rest = [str(part) for part in loc] or ["(stack)"]
+    path = f"{PROJECT}:{head}"
+    for part in rest:
+        path += f"[{part}]" if part.isdigit() else f".{part}"
+    return path
+
+
+def set_command(loc: tuple[Any, ...], value: str = "<value>") -> str:
+    if loc and loc[0] == "region":
+        return f"pulumi config set aws:region {value}"
+    path = config_path(loc).split(":", 1)[1]
+    flag = " --path" if len(loc) > 1 else ""
+    return f"pulumi config set{flag} {path} {value}"
+
+
+def suggest(word: str, choices: frozenset[str] | list[str]) -> str:
+    match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'? " if match else ""
+
+
+def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
+    """Pick this project's keys out of the config map; JSON-decode the object-valued ones."""
+    raw: dict[str, Any] = {}
+    problems: list[Problem] = []
+    if REGION_KEY in config:
+        raw["region"] = config[REGION_KEY]
+    prefix = f"{PROJECT}:"
+    for full_key, value in config.items():
+        if not full_key.startswith(prefix):
+            continue
+        key = full_key[len(prefix) :]
+        if key in OBJECT_KEYS and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                problems.append(
+                    Problem(
+                        path=full_key,
+                        received=value,
+                        problem="expected an object (a YAML mapping), got a plain string",
+                        allowed="a mapping of fields, e.g. {vpcCidr: 10.42.0.0/16}",
+                        fix=f"write {key} as a mapping in stacks/Pulumi.<stack>.yaml, or use "
+                        f"`pulumi config set --path {key}.<field> <value>`",
+                    )
+                )
+                continue
+        raw[key] = value
+    return raw, problems
+
+
+def _allowed(error: dict[str, Any]) -> str:
+    kind, ctx = error["type"], error.get("ctx", {})
+    if kind == "literal_error":
+        return f"one of {ctx.get('expected')}"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        bound = "at least" if kind == "greater_than_equal" else "at most"
+        return f"a whole number {bound} {ctx.get('ge', ctx.get('le'))}"
+    if kind.startswith("int"):
+        return "a whole number"
+    if kind.startswith("bool"):
+        return "true or false"
+    if kind.startswith("string") or kind == "str_type":
+        return "a string"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "a mapping of fields"
+    if kind == "list_type":
+        return "a list"
+    if kind == "missing":
+        return "a value"
+    return error["msg"]
+
+
+def problems_from_validation(error: ValidationError) -> list[Problem]:
+    problems = []
+    for item in error.errors():
+        loc = tuple(item["loc"])
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            parent, unknown = loc[:-1], str(loc[-1])
+            known = NESTED_KEYS.get(str(parent[0]), frozenset()) if parent else CONFIG_KEYS
+            problems.append(
+                Problem(
+                    path=config_path(loc),
+                    received=item["input"],
+                    problem=f"unknown key '{unknown}'",
+                    allowed=", ".join(sorted(known)),
+                    fix=f"{suggest(unknown, known)}remove it or rename it to a known key",
+                )
+            )
+        elif kind == "missing" and loc == ("region",):
+            problems.append(
+                Problem(
+                    path=REGION_KEY,
+                    received=NOT_SET,
+                    problem="the AWS region is not set",
+                    allowed="an AWS region such as us-east-1",
+                    fix=set_command(loc, "us-east-1"),
+                )
+            )
+        else:
+            received = item.get("input", NOT_SET)
+            problems.append(
+                Problem(
+                    path=config_path(loc),
+                    received=received,
+                    problem=item["msg"],
+                    allowed=_allowed(item),
+                    fix=set_command(loc),
+                )
+            )
+    return problems
+
+
+def parse_spec(config: Mapping[str, str]) -> tuple[StackSpec | None, list[Problem]]:
+    """Shape checks only: a StackSpec, or the problems that prevent one."""
+    raw, problems = decode(config)
+    try:
+        spec = StackSpec.model_validate(raw)
+    except ValidationError as error:
+        return None, problems + problems_from_validation(error)
+    return (spec if not problems else None), problems
+
+
+def load_spec(config: Mapping[str, str], stack: str):
+    """Shape checks, then meaning checks; every problem is raised at once as a ConfigError."""
+    from infra.validation import resolve
+
+    spec, problems = parse_spec(config)
+    if spec is None:
+        raise ConfigError(stack, problems)
+    resolved, problems = resolve(spec, stack)
+    if problems:
+        raise ConfigError(stack, problems)
+    return resolved
+
+
+def load_from_pulumi():
+    """The program's entry: the running stack's config, validated and resolved."""
+    return load_spec(current_config(), pulumi.get_stack())

@@ -1,0 +1,132 @@
+"""Run infra/__main__.py in-process under the Pulumi SDK's mock engine and record every
+registration (type, name, parent, inputs, dependencies, protect) the way the CLI would see it."""
+
+from __future__ import annotations
+
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+from components.catalog import load_catalog
+from infra.errors import ConfigError
+from infra.plan.mocks import PlanMocks
+from infra.spec import PROJECT
+
+PROGRAM = Path(__file__).resolve().parent.parent / "__main__.py"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedResource:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str
+    inputs: dict[str, Any]
+    dependencies: tuple[str, ...]
+    protect: bool
+    retain_on_delete: bool
+
+
+@dataclass
+class Plan:
+    stack: str
+    resources: list[PlannedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: ConfigError | None = None
+
+    def of_type(self, type_: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def named(self, name: str) -> PlannedResource:
+        return next(r for r in self.resources if r.name == name)
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, keeping what the engine would receive for each resource."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.planned: list[PlannedResource] = []
+
+    def RegisterResource(self, request):
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type == STACK_TYPE:
+            self._record(urn, request, {})
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        _ensure_event_loop()
+        inputs = rpc.deserialize_properties(request.object)
+        self._record(urn, request, inputs)
+        resource_id, state = self.mocks.new_resource(
+            pulumi_mocks.MockResourceArgs(
+                typ=request.type,
+                name=request.name,
+                inputs=inputs,
+                provider=request.provider,
+                resource_id=request.importId,
+                custom=request.custom or False,
+            )
+        )
+        self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, resource_id, state)
+        obj = _sync_await(rpc.serialize_properties(state, {}))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=obj)
+
+    def _record(self, urn: str, request: Any, inputs: dict[str, Any]) -> None:
+        self.planned.append(
+            PlannedResource(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                custom=bool(request.custom),
+                parent=request.parent,
+                inputs=whole_numbers(inputs),
+                dependencies=tuple(request.dependencies),
+                protect=bool(request.protect),
+                retain_on_delete=bool(request.retainOnDelete),
+            )
+        )
+
+
+def whole_numbers(value: Any) -> Any:
+    """The engine carries numbers as doubles; print 4.0 as 4, as `pulumi preview --json` does."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
+
+
+def _resolve(value: Any) -> Any:
+    return _sync_await(pulumi.Output.from_input(value).future())
+
+
+def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Plan:
+    """Plan one stack: the program's resources and outputs, or the ConfigError it raised."""
+    region = config.get("aws:region", "us-east-1")
+    mocks = PlanMocks(region, load_catalog().zones(region))
+    monitor = RecordingMonitor(mocks)
+    set_all_config(dict(config))
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    plan = Plan(stack=stack)
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
+    except ConfigError as error:
+        plan.error = error
+    root = get_root_resource()
+    if plan.error is None and root is not None:
+        plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}
+    plan.resources = monitor.planned
+    return plan

@@ -1,0 +1,147 @@
+"""Mock engine responses: realistic ids, ARNs, addresses and invoke results, no AWS calls."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+
+MOCK_ACCOUNT = "123456789012"
+MOCK_AMI = {"x86_64": "ami-0a1b2c3d4e5f60718", "arm64": "ami-0f1e2d3c4b5a69788"}
+FIRST_NODE_HOST = 10  # leave room for the endpoint ENIs at the start of the subnet
+
+ID_PREFIX = {
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "sg",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": "rtbassoc",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+    "aws:ec2/flowLog:FlowLog": "fl",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt",
+    "aws:ec2/placementGroup:PlacementGroup": "pg",
+    "aws:ec2/instance:Instance": "i",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "sgr",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "sgr",
+}
+
+
+def _digest(*parts: str, length: int = 17) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Answers the engine the way AWS would, deterministically."""
+
+    def __init__(self, region: str, zones: list[str]) -> None:
+        self.region = region
+        self.zones = zones
+        self._node_addresses: Iterator[ipaddress.IPv4Address] | None = None
+
+    def arn(self, service: str, resource: str, regional: bool = True) -> str:
+        region = self.region if regional else ""
+        return f"arn:aws:{service}:{region}:{MOCK_ACCOUNT}:{resource}"
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        typ, name, inputs = args.typ, args.name, dict(args.inputs)
+        if typ == "pulumi:pulumi:StackReference":
+            return self._stack_reference(inputs.get("name", name))
+        physical = f"{ID_PREFIX.get(typ, name)}-{_digest(typ, name)}"
+        state = {**inputs, "arn": inputs.get("arn", self.arn("ec2", physical))}
+        if typ == "aws:ec2/subnet:Subnet" and name.endswith("-private"):
+            network = ipaddress.IPv4Network(inputs["cidrBlock"])
+            self._node_addresses = (
+                network[i] for i in range(FIRST_NODE_HOST, network.num_addresses)
+            )
+        elif typ == "aws:ec2/instance:Instance":
+            state["privateIp"] = (
+                str(next(self._node_addresses)) if self._node_addresses else "10.0.0.10"
+            )
+            state["instanceState"] = "running"
+        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state["latestVersion"] = 1
+        elif typ == "aws:ec2/placementGroup:PlacementGroup":
+            state["name"] = inputs.get("name", physical)
+        elif typ == "aws:kms/key:Key":
+            key_id = "-".join(
+                (_digest(name, length=8), "1234", "5678", "9abc", _digest(name, length=12))
+            )
+            physical = key_id
+            state.update(keyId=key_id, arn=self.arn("kms", f"key/{key_id}"))
+        elif typ == "aws:s3/bucket:Bucket":
+            bucket = inputs.get("bucket") or f"{name}-{_digest(name, length=8)}"
+            physical = bucket
+            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
+        elif typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
+            kind = "role" if typ.endswith("Role") else "instance-profile"
+            physical = f"{name}-{_digest(name, length=7)}"
+            state.update(name=physical, arn=self.arn("iam", f"{kind}/{physical}", regional=False))
+        elif typ == "aws:cloudwatch/logGroup:LogGroup":
+            group = inputs.get("name", name)
+            state["arn"] = self.arn("logs", f"log-group:{group}")
+        return physical, state
+
+    def _stack_reference(self, ref: str) -> tuple[str, dict[str, Any]]:
+        stack = ref.rsplit("/", 1)[-1]
+        bucket = f"gpuc-{stack}-{MOCK_ACCOUNT}-{self.region}"
+        key_id = f"{_digest(ref, length=8)}-1234-5678-9abc-{_digest(ref, length=12)}"
+        outputs = {
+            "bucketName": bucket,
+            "bucketArn": f"arn:aws:s3:::{bucket}",
+            "kmsKeyArn": self.arn("kms", f"key/{key_id}"),
+        }
+        return ref, {"name": ref, "outputs": outputs, "secretOutputNames": []}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list]:
+        token, inputs = args.token, args.args
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {
+                "accountId": MOCK_ACCOUNT,
+                "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/planner",
+                "userId": "AIDAPLANNER000000000",
+                "id": MOCK_ACCOUNT,
+            }, []
+        if token == "aws:index/getPartition:getPartition":
+            return {
+                "partition": "aws",
+                "dnsSuffix": "amazonaws.com",
+                "reverseDnsPrefix": "com.amazonaws",
+                "id": "aws",
+            }, []
+        if token == "aws:index/getRegion:getRegion":
+            return {"name": self.region, "region": self.region, "id": self.region}, []
+        if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"names": self.zones, "id": self.region, "state": "available"}, []
+        if token == "aws:ssm/getParameter:getParameter":
+            name = inputs.get("name", "")
+            arch = "arm64" if "/arm64/" in name else "x86_64"
+            return {
+                "name": name,
+                "value": MOCK_AMI[arch],
+                "insecureValue": MOCK_AMI[arch],
+                "type": "String",
+                "arn": self.arn("ssm", f"parameter{name}"),
+                "id": name,
+                "version": 1,
+                "withDecryption": True,
+            }, []
+        if token == "aws:ec2/getAmi:getAmi":
+            image = next(iter(f["values"][0] for f in inputs.get("filters", []) if f["values"]), "")
+            arch = "arm64" if image == MOCK_AMI["arm64"] else "x86_64"
+            return {
+                "id": image,
+                "imageId": image,
+                "architecture": arch,
+                "rootDeviceName": "/dev/sda1",
+                "rootDeviceType": "ebs",
+                "virtualizationType": "hvm",
+                "name": "Deep Learning OSS Nvidia Driver AMI GPU PyTorch (Ubuntu 24.04)",
+            }, []
+        return {}, []

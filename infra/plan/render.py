@@ -1,0 +1,109 @@
+"""Print a Plan: a resource tree with totals, or the `pulumi preview --json` document shape."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from infra.plan.engine import STACK_TYPE, Plan, PlannedResource
+
+KEY_INPUTS = (
+    "instanceType",
+    "cidrBlock",
+    "availabilityZone",
+    "strategy",
+    "bucket",
+    "serviceName",
+    "enableKeyRotation",
+    "trafficType",
+    "name",
+    "ipProtocol",
+    "referencedSecurityGroupId",
+    "cidrIpv4",
+    "fromPort",
+)
+
+
+def preview_json(plan: Plan) -> dict[str, Any]:
+    """The document `pulumi preview --json` prints: steps[] with newState, and changeSummary."""
+    steps = [
+        {
+            "op": "create",
+            "urn": r.urn,
+            "provider": "",
+            "newState": {
+                "urn": r.urn,
+                "custom": r.custom,
+                "type": r.type,
+                "inputs": r.inputs,
+                "parent": r.parent,
+                "dependencies": list(r.dependencies),
+                "protect": r.protect,
+                "retainOnDelete": r.retain_on_delete,
+            },
+        }
+        for r in plan.resources
+    ]
+    return {
+        "config": {},
+        "steps": steps,
+        "outputs": plan.outputs,
+        "changeSummary": {"create": len(steps)},
+    }
+
+
+def _summary(resource: PlannedResource) -> str:
+    parts = []
+    for key in KEY_INPUTS:
+        value = resource.inputs.get(key)
+        if value not in (None, "", [], {}):
+            parts.append(f"{key}={value}")
+    if resource.type == "aws:ec2/launchTemplate:LaunchTemplate":
+        nics = resource.inputs.get("networkInterfaces", [])
+        efa = [n for n in nics if n.get("interfaceType") in ("efa", "efa-only")]
+        cards = sorted({n.get("networkCardIndex", 0) for n in efa})
+        meta = resource.inputs.get("metadataOptions", {})
+        parts.append(f"efa={len(efa)} on cards {cards}" if efa else "efa=0")
+        parts.append(f"imds={meta.get('httpTokens')}")
+    if resource.protect:
+        parts.append("protected")
+    if resource.retain_on_delete:
+        parts.append("retained")
+    return ", ".join(parts)
+
+
+def text_tree(plan: Plan) -> str:
+    children: dict[str, list[PlannedResource]] = {}
+    for resource in plan.resources:
+        children.setdefault(resource.parent, []).append(resource)
+    lines = [f"Plan for stack '{plan.stack}' (offline, mock engine):", ""]
+
+    def walk(parent: str, depth: int) -> None:
+        for resource in children.get(parent, []):
+            detail = _summary(resource)
+            lines.append(
+                f"{'  ' * depth}+ {resource.type}  {resource.name}"
+                + (f"  [{detail}]" if detail else "")
+            )
+            walk(resource.urn, depth + 1)
+
+    walk("", 0)
+    counts = Counter(r.type for r in plan.resources if r.type != STACK_TYPE)
+    custom = sum(1 for r in plan.resources if r.custom)
+    lines += ["", f"Resources: {custom} to create ({len(counts)} types)"]
+    outputs = plan.outputs
+    if "nodeCount" in outputs:
+        lines.append(
+            f"Nodes: {outputs['nodeCount']} x {outputs['instanceType']}"
+            f"   GPUs: {outputs['totalGpus']}"
+            f"   EFA interfaces per node: {outputs['efaInterfacesPerNode']}"
+        )
+    if "estimatedUsdPerHour" in outputs:
+        hourly = outputs["estimatedUsdPerHour"]
+        lines.append(
+            f"Estimated on-demand cost: ${hourly:,.2f}/hour, ${hourly * 730:,.0f}/month (730 h)"
+        )
+    lines += ["", "Outputs:"]
+    lines += [f"  {name}: {json.dumps(value)}" for name, value in outputs.items()]
+    return "\n".join(lines)

@@ -1,0 +1,74 @@
+"""The typed stack-config spec (pydantic, extra="forbid"), keyed as in Pulumi.<stack>.yaml."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+PROJECT = "gpu-cluster"
+DEFAULT_VPC_CIDR = "10.42.0.0/16"
+GP3_MIN_GIB, GP3_MAX_GIB = 8, 65536
+GP3_MIN_IOPS, GP3_MAX_IOPS = 3000, 80000
+GP3_MIN_THROUGHPUT, GP3_MAX_THROUGHPUT = 125, 2000
+GP3_IOPS_PER_GIB = 500
+GP3_MIBPS_PER_IOPS = 0.25
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True)
+
+
+class RootVolumeSpec(StrictModel):
+    size_gib: int = Field(200, ge=GP3_MIN_GIB, le=GP3_MAX_GIB)
+    iops: int = Field(GP3_MIN_IOPS, ge=GP3_MIN_IOPS, le=GP3_MAX_IOPS)
+    throughput: int = Field(GP3_MIN_THROUGHPUT, ge=GP3_MIN_THROUGHPUT, le=GP3_MAX_THROUGHPUT)
+
+
+class NetworkSpec(StrictModel):
+    vpc_cidr: str = DEFAULT_VPC_CIDR
+    private_subnet_cidr: str | None = None
+    public_subnet_cidr: str | None = None
+    avoid_cidrs: list[str] = Field(default_factory=list)
+    nat_gateway: bool = True
+    public_ip: bool = False
+
+
+class StorageSpec(StrictModel):
+    source: Literal["stack", "create", "existing"] = "stack"
+    stack: str | None = None
+    bucket: str | None = None
+    kms_key_arn: str | None = None
+
+
+class AmiSpec(StrictModel):
+    id: str | None = None
+    ssm_parameter: str | None = None
+    architecture: Literal["x86_64", "arm64"] | None = None
+
+
+class StackSpec(StrictModel):
+    """Every key a stack may set under the ``gpu-cluster:`` namespace (plus ``aws:region``)."""
+
+    region: str
+    role: Literal["cluster", "data"] = "cluster"
+    cluster_name: str | None = None
+    availability_zone: str | None = None
+    instance_type: str | None = None
+    gpu: str | None = None
+    gpus_per_node: int | None = Field(None, ge=1)
+    nodes: int = Field(1, ge=1)
+    purchase_option: Literal["on-demand", "spot", "capacity-block"] = "on-demand"
+    efa: bool | None = None
+    root_volume: RootVolumeSpec = Field(default_factory=RootVolumeSpec)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+    ami: AmiSpec = Field(default_factory=AmiSpec)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+OBJECT_KEYS = frozenset({"rootVolume", "network", "storage", "ami", "tags"})
+CONFIG_KEYS = frozenset(
+    field.alias or name for name, field in StackSpec.model_fields.items() if name != "region"
+)

@@ -1,0 +1,79 @@
+"""Read stacks/Pulumi.<stack>.yaml into the flat string map the Pulumi runtime hands a program."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROJECT_FILE = "Pulumi.yaml"
+
+
+class StackFileError(Exception):
+    """A stack file is missing or unreadable (a message for the user, not a traceback)."""
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The nearest folder holding Pulumi.yaml, from ``start`` (default: cwd) or this package."""
+    for base in (start or Path.cwd(), Path(__file__).resolve().parent):
+        for folder in (base, *base.parents):
+            if (folder / PROJECT_FILE).is_file():
+                return folder
+    raise StackFileError(f"no {PROJECT_FILE} found above {start or Path.cwd()}")
+
+
+def read_project(root: Path) -> dict[str, Any]:
+    return yaml.safe_load((root / PROJECT_FILE).read_text()) or {}
+
+
+def stacks_dir(root: Path) -> Path:
+    return root / read_project(root).get("stackConfigDir", ".")
+
+
+def project_defaults(root: Path) -> dict[str, str]:
+    """Defaults of Pulumi.yaml's typed config declarations, as the CLI applies them."""
+    project = read_project(root)
+    name = project.get("name", "")
+    return {
+        f"{name}:{key}": to_config_value(spec["default"])
+        for key, spec in (project.get("config") or {}).items()
+        if isinstance(spec, dict) and "default" in spec
+    }
+
+
+def available_stacks(root: Path) -> list[str]:
+    return sorted(
+        p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir(root).glob("Pulumi.*.yaml")
+    )
+
+
+def to_config_value(value: Any) -> str:
+    """Pulumi hands every config value to the program as a string; objects as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def load_stack_config(stack: str, root: Path | None = None) -> dict[str, str]:
+    root = root or project_root()
+    path = stacks_dir(root) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = ", ".join(available_stacks(root)) or "none"
+        raise StackFileError(f"no stack '{stack}': {path} does not exist (stacks: {known})")
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise StackFileError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(document, dict):
+        raise StackFileError(f"{path} must be a mapping with a 'config:' section")
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise StackFileError(f"{path}: 'config:' must be a mapping of key: value")
+    values = {str(key): to_config_value(value) for key, value in config.items()}
+    return {**project_defaults(root), **values}
