@@ -52,9 +52,14 @@ def set_command(loc: tuple[Any, ...], value: str = "<value>") -> str:
     return f"pulumi config set{flag} {path} {value}"
 
 
-def suggest(word: str, choices: frozenset[str] | list[str]) -> str:
+def closest(word: str, choices: frozenset[str] | list[str]) -> str | None:
     match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f"did you mean '{match[0]}'? " if match else ""
+    return match[0] if match else None
+
+
+def suggest(word: str, choices: frozenset[str] | list[str]) -> str:
+    match = closest(word, choices)
+    return f"did you mean '{match}'? " if match else ""
 
 
 def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
@@ -109,6 +114,18 @@ def _allowed(error: dict[str, Any]) -> str:
     return error["msg"]
 
 
+def _example(error: dict[str, Any]) -> str:
+    """A value that would pass, for the fix line."""
+    kind, ctx = error["type"], error.get("ctx", {})
+    if kind == "literal_error":
+        return str(ctx.get("expected", "<value>")).split(",")[0].strip(" '")
+    if kind in ("greater_than_equal", "less_than_equal"):
+        return str(ctx.get("ge", ctx.get("le")))
+    if kind.startswith("bool"):
+        return "true"
+    return "<value>"
+
+
 def problems_from_validation(error: ValidationError) -> list[Problem]:
     problems = []
     for item in error.errors():
@@ -144,33 +161,50 @@ def problems_from_validation(error: ValidationError) -> list[Problem]:
                     received=received,
                     problem=item["msg"],
                     allowed=_allowed(item),
-                    fix=set_command(loc),
+                    fix=set_command(loc, _example(item)),
                 )
             )
     return problems
 
 
-def parse_spec(config: Mapping[str, str]) -> tuple[StackSpec | None, list[Problem]]:
-    """Shape checks only: a StackSpec, or the problems that prevent one."""
+def parse_spec(config: Mapping[str, str]) -> tuple[StackSpec | None, list[Problem], set[str]]:
+    """Shape checks. Returns the spec (with any ill-shaped top-level key dropped back to its
+    default, so meaning checks can still run on the rest), the problems, and the dropped keys."""
     raw, problems = decode(config)
+    dropped = {problem.path.split(":", 1)[1] for problem in problems}
     try:
-        spec = StackSpec.model_validate(raw)
+        return StackSpec.model_validate(raw_without(raw, dropped)), problems, dropped
     except ValidationError as error:
-        return None, problems + problems_from_validation(error)
-    return (spec if not problems else None), problems
+        problems += problems_from_validation(error)
+        dropped |= {str(item["loc"][0]) for item in error.errors() if item["loc"]}
+    if "region" in dropped:
+        return None, problems, dropped
+    try:
+        return StackSpec.model_validate(raw_without(raw, dropped)), problems, dropped
+    except ValidationError:  # pragma: no cover - every ill-shaped key was dropped above
+        return None, problems, dropped
+
+
+def raw_without(raw: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {key: value for key, value in raw.items() if key not in keys}
+
+
+def _is_about(problem: Problem, keys: set[str]) -> bool:
+    path = problem.path.split(":", 1)[-1]
+    return any(path == key or path.startswith((f"{key}.", f"{key}[")) for key in keys)
 
 
 def load_spec(config: Mapping[str, str], stack: str):
     """Shape checks, then meaning checks; every problem is raised at once as a ConfigError."""
     from infra.validation import resolve
 
-    spec, problems = parse_spec(config)
-    if spec is None:
-        raise ConfigError(stack, problems)
-    resolved, problems = resolve(spec, stack)
-    if problems:
-        raise ConfigError(stack, problems)
-    return resolved
+    spec, problems, dropped = parse_spec(config)
+    if spec is not None:
+        resolved, meaning = resolve(spec, stack)
+        problems += [p for p in meaning if not _is_about(p, dropped)]
+        if not problems:
+            return resolved
+    raise ConfigError(stack, problems)
 
 
 def load_from_pulumi():

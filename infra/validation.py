@@ -20,7 +20,7 @@ from components.cidr import (
     usable_addresses,
 )
 from components.nic_layout import ip_addresses_per_node, nic_layout
-from infra.config import suggest
+from infra.config import closest, suggest
 from infra.errors import NOT_SET, Problem
 from infra.prices import on_demand_hourly
 from infra.spec import (
@@ -134,7 +134,7 @@ def check_zone(spec: StackSpec, catalog: Catalog) -> list[Problem]:
             problem=f"not an availability zone of {spec.region}",
             allowed=", ".join(zones),
             fix=f"{suggest(spec.availability_zone, zones)}pulumi config set availabilityZone "
-            f"{zones[0]}",
+            f"{closest(spec.availability_zone, zones) or zones[0]}",
         )
     ]
 
@@ -680,7 +680,8 @@ def resolve(
     problems += found
     problems += check_root_volume(spec.root_volume)
     if facts is None:
-        return None, problems
+        # One IP per node is a lower bound, so any network problem found here is real.
+        return None, problems + check_network(spec.network, spec.nodes, 1, efa=False)[1]
     efa, found = check_efa(spec, facts, catalog)
     problems += found
     problems += check_purchase(spec, facts)

@@ -1,0 +1,41 @@
+"""Shared fixtures: the offline plan engine is the tests' only harness."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from infra.plan.engine import Plan, run_plan
+from infra.stack_files import load_stack_config, project_root
+
+# boto3 code is only ever tested against moto; make any real endpoint unreachable.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+ROOT = project_root()
+STACKS = ("data", "dev", "experiment", "train")
+
+TRAIN_LIKE = {
+    "aws:region": "us-east-1",
+    "gpu-cluster:availabilityZone": "us-east-1a",
+    "gpu-cluster:instanceType": "p4d.24xlarge",
+    "gpu-cluster:nodes": "4",
+    "gpu-cluster:storage": '{"source": "stack", "stack": "organization/gpu-cluster/data"}',
+}
+
+
+def plan_stack(stack: str) -> Plan:
+    return run_plan(stack, load_stack_config(stack, ROOT))
+
+
+def plan_config(config: dict[str, str], stack: str = "test") -> Plan:
+    return run_plan(stack, config)
+
+
+@pytest.fixture(scope="session")
+def train_plan() -> Plan:
+    plan = plan_stack("train")
+    assert plan.error is None, plan.error
+    return plan
