@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 EXIT_OK, EXIT_CONFIG, EXIT_USAGE = 0, 2, 1
 
@@ -61,7 +62,7 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
     except AwsError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    path = write_catalog(catalog)
+    path = write_catalog(catalog, args.output) if args.output else write_catalog(catalog)
     print(
         f"wrote {len(catalog.instance_types)} GPU instance types for "
         f"{len(catalog.offerings)} regions to {path}"
@@ -83,6 +84,7 @@ def parser() -> argparse.ArgumentParser:
     listing.set_defaults(func=cmd_catalog_list)
     refresh = catalog_sub.add_parser("refresh", help="rebuild the catalog from EC2 (boto3)")
     refresh.add_argument("--region", action="append", help="region to describe (repeatable)")
+    refresh.add_argument("--output", type=Path, help="write here instead of the bundled file")
     refresh.set_defaults(func=cmd_catalog_refresh)
     return root
 

@@ -118,7 +118,7 @@ def _example(error: dict[str, Any]) -> str:
     """A value that would pass, for the fix line."""
     kind, ctx = error["type"], error.get("ctx", {})
     if kind == "literal_error":
-        return str(ctx.get("expected", "<value>")).split(",")[0].strip(" '")
+        return str(ctx.get("expected", "<value>")).replace(" or ", ",").split(",")[0].strip(" '")
     if kind in ("greater_than_equal", "less_than_equal"):
         return str(ctx.get("ge", ctx.get("le")))
     if kind.startswith("bool"):

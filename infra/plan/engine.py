@@ -13,7 +13,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.proto import resource_pb2
-from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.settings import ROOT, SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
@@ -44,6 +44,7 @@ class Plan:
     stack: str
     resources: list[PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
     error: ConfigError | None = None
 
     def of_type(self, type_: str) -> list[PlannedResource]:
@@ -51,6 +52,10 @@ class Plan:
 
     def named(self, name: str) -> PlannedResource:
         return next(r for r in self.resources if r.name == name)
+
+    def state(self, resource: PlannedResource) -> dict[str, Any]:
+        """The resource's state after the (mock) create: inputs plus computed outputs."""
+        return self.states[resource.urn]
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -119,6 +124,8 @@ def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Pla
     mocks = PlanMocks(region, load_catalog().zones(region))
     monitor = RecordingMonitor(mocks)
     set_all_config(dict(config))
+    ROOT.set(None)  # a fresh root Stack per plan: no outputs or parents leak between runs
+    SETTINGS.outputs.clear()
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     plan = Plan(stack=stack)
     try:
@@ -129,4 +136,5 @@ def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Pla
     if plan.error is None and root is not None:
         plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}
     plan.resources = monitor.planned
+    plan.states = {urn: {**reg.state, "id": reg.id} for urn, reg in monitor.resources.items()}
     return plan

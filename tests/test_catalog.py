@@ -1,0 +1,101 @@
+"""The bundled catalog reproduces from EC2 (moto serves AWS's own DescribeInstanceTypes data)."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from components.catalog import CATALOG_PATH, Catalog, load_catalog
+from infra.aws import AwsError
+from infra.catalog_refresh import fetch_catalog
+from infra.cli import main
+
+REGIONS = ["us-east-1", "us-west-2"]
+REQUIRED_FAMILIES = (
+    "g4dn",
+    "g5",
+    "g6",
+    "g6e",
+    "p3dn",
+    "p4d",
+    "p4de",
+    "p5",
+    "p5e",
+    "p5en",
+    "p6-b200",
+)
+
+
+@pytest.fixture(scope="module")
+def refreshed() -> Catalog:
+    with mock_aws():
+        return fetch_catalog(REGIONS)
+
+
+def test_refresh_reproduces_bundled_facts(refreshed):
+    bundled = load_catalog()
+    assert set(refreshed.instance_types) == set(bundled.instance_types)
+    for name, facts in refreshed.instance_types.items():
+        assert facts == bundled.instance_types[name], name
+
+
+def test_refresh_reproduces_bundled_offerings(refreshed):
+    bundled = load_catalog()
+    for region in REGIONS:
+        assert refreshed.offerings[region] == bundled.offerings[region]
+
+
+def test_catalog_covers_required_families():
+    names = load_catalog().instance_types
+    for family in REQUIRED_FAMILIES:
+        assert any(n.split(".")[0] == family for n in names), family
+
+
+def test_p4d_facts_match_aws():
+    facts = load_catalog().instance_types["p4d.24xlarge"]
+    assert (facts.gpu_model, facts.gpu_count, facts.gpu_memory_mib) == ("A100", 8, 40960)
+    assert (facts.vcpus, facts.memory_mib, facts.architecture) == (96, 1179648, "x86_64")
+    assert facts.max_efa_interfaces == 4 and len(facts.network_cards) == 4
+    assert (facts.nvme_disk_count, facts.nvme_disk_size_gb) == (8, 1000)
+    assert "cluster" in facts.placement_strategies
+    assert set(facts.usage_classes) == {"capacity-block", "on-demand", "spot"}
+
+
+def test_only_nvidia_types(refreshed):
+    assert {f.gpu_model for f in refreshed.instance_types.values()} >= {"A100", "H100", "T4"}
+    assert not any(name.startswith(("g4ad", "inf", "trn")) for name in refreshed.instance_types)
+
+
+def test_cli_refresh_writes_a_loadable_catalog(tmp_path, capsys):
+    out = tmp_path / "catalog.json"
+    with mock_aws():
+        assert main(["catalog", "refresh", "--region", "us-west-2", "--output", str(out)]) == 0
+    written = Catalog.from_json(json.loads(out.read_text()))
+    assert written.instance_types["p5.48xlarge"] == load_catalog().instance_types["p5.48xlarge"]
+    assert "wrote" in capsys.readouterr().out
+    assert CATALOG_PATH.read_text() != out.read_text()  # bundled file untouched (has 7 regions)
+
+
+def test_access_denied_names_the_iam_action(monkeypatch):
+    client = boto3.client("ec2", region_name="us-east-1")
+    stubber = Stubber(client)
+    stubber.add_client_error(
+        "describe_instance_types", service_error_code="UnauthorizedOperation", http_status_code=403
+    )
+    monkeypatch.setattr("infra.catalog_refresh.client", lambda *a, **k: client)
+    with stubber, pytest.raises(AwsError, match="ec2:DescribeInstanceTypes"):
+        fetch_catalog(["us-east-1"])
+
+
+def test_cli_reports_aws_errors_without_traceback(monkeypatch, capsys):
+    def denied(*_args, **_kwargs):
+        raise AwsError("ec2:DescribeInstanceTypes failed: UnauthorizedOperation")
+
+    monkeypatch.setattr("infra.catalog_refresh.fetch_catalog", denied)
+    assert main(["catalog", "refresh"]) == 1
+    err = capsys.readouterr().err
+    assert "ec2:DescribeInstanceTypes" in err and "Traceback" not in err

@@ -1,0 +1,100 @@
+"""Every stack file plans cleanly; the CLI prints the tree and the `pulumi preview --json` shape."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, STACKS, plan_stack
+
+from infra.stack_files import available_stacks
+
+
+def test_every_stack_file_is_covered():
+    assert set(available_stacks(ROOT)) == set(STACKS)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_plans_cleanly(stack):
+    plan = plan_stack(stack)
+    assert plan.error is None, plan.error
+    assert sum(r.custom for r in plan.resources) >= 9
+    assert plan.resources[0].type == "pulumi:pulumi:Stack"
+
+
+def test_stage_sizes():
+    expected = {"dev": (1, 1), "experiment": (2, 4), "train": (32, 32)}
+    for stack, (low, high) in expected.items():
+        gpus = plan_stack(stack).outputs["totalGpus"]
+        assert low <= gpus <= high, (stack, gpus)
+    dev = plan_stack("dev").outputs["instanceType"]
+    assert dev.split(".")[0] in ("g4dn", "g5", "g6")
+    data = plan_stack("data")
+    assert data.of_type("aws:ec2/instance:Instance") == []
+    assert {"bucketName", "bucketArn", "kmsKeyArn"} <= set(data.outputs)
+    assert all(
+        r.protect for r in data.resources if r.type in ("aws:s3/bucket:Bucket", "aws:kms/key:Key")
+    )
+
+
+def gpuc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "infra.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cli_json_has_preview_shape_and_train_acceptance():
+    result = gpuc("plan", "--stack", "train", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["changeSummary"] == {"create": len(doc["steps"])}
+    for step in doc["steps"]:
+        assert step["op"] == "create" and step["urn"] == step["newState"]["urn"]
+        assert {"type", "urn", "custom", "parent", "inputs", "dependencies", "protect"} <= set(
+            step["newState"]
+        )
+    by_type: dict[str, list] = {}
+    for step in doc["steps"]:
+        by_type.setdefault(step["newState"]["type"], []).append(step["newState"])
+    (template,) = by_type["aws:ec2/launchTemplate:LaunchTemplate"]
+    nodes = by_type["aws:ec2/instance:Instance"]
+    assert len(nodes) == 4 and template["inputs"]["instanceType"] == "p4d.24xlarge"
+    assert all(template["urn"] in n["dependencies"] for n in nodes)
+    efa_cards = sorted(
+        n["networkCardIndex"]
+        for n in template["inputs"]["networkInterfaces"]
+        if n.get("interfaceType") in ("efa", "efa-only")
+    )
+    assert efa_cards == [0, 1, 2, 3]
+    assert len(by_type["aws:ec2/placementGroup:PlacementGroup"]) == 1
+    assert by_type["aws:ec2/placementGroup:PlacementGroup"][0]["inputs"]["strategy"] == "cluster"
+    assert template["inputs"]["metadataOptions"]["httpTokens"] == "required"
+    assert template["inputs"]["blockDeviceMappings"][0]["ebs"]["encrypted"] == "true"
+    assert all(
+        n.get("associatePublicIpAddress", "false") == "false"
+        for n in template["inputs"]["networkInterfaces"]
+    )
+    script = base64.b64decode(template["inputs"]["userData"]).decode()
+    assert script.startswith("#!/bin/bash")
+
+
+def test_cli_text_tree_has_totals():
+    result = gpuc("plan", "--stack", "train")
+    assert result.returncode == 0, result.stderr
+    assert "Nodes: 4 x p4d.24xlarge" in result.stdout and "GPUs: 32" in result.stdout
+    assert "aws:ec2/launchTemplate:LaunchTemplate  train-nodes-launch-template" in result.stdout
+    assert "/hour" in result.stdout
+
+
+def test_cli_unknown_stack_is_a_message():
+    result = gpuc("plan", "--stack", "nope")
+    assert result.returncode != 0
+    assert "no stack 'nope'" in result.stderr and "Traceback" not in result.stderr
+    assert "train" in result.stderr
