@@ -89,9 +89,13 @@ def text_tree(plan: Plan) -> str:
             walk(resource.urn, depth + 1)
 
     walk("", 0)
-    counts = Counter(r.type for r in plan.resources if r.type != STACK_TYPE)
-    custom = sum(1 for r in plan.resources if r.custom)
-    lines += ["", f"Resources: {custom} to create ({len(counts)} types)"]
+    custom = Counter(r.type for r in plan.resources if r.custom)
+    components = sum(1 for r in plan.resources if not r.custom and r.type != STACK_TYPE)
+    lines += [
+        "",
+        f"Resources: {sum(custom.values())} to create ({len(custom)} resource types, "
+        f"{components} components)",
+    ]
     outputs = plan.outputs
     if "nodeCount" in outputs:
         lines.append(
