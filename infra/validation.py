@@ -39,6 +39,7 @@ BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*--ol-s3$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$")
 STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,2}$")
+IMDS_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=._:@,]+$")  # instance metadata tags are enabled
 MAX_USER_TAGS = 45  # AWS allows 50 per resource; gpu-cluster adds its own
 COMPUTE_KEYS = ("availabilityZone", "instanceType", "gpu", "gpusPerNode", "nodes", "efa")
 SUPPORTED_PURCHASE_OPTIONS = ("on-demand",)
@@ -620,7 +621,18 @@ def check_tags(tags: dict[str, str]) -> list[Problem]:
             )
         )
     for tag, value in tags.items():
-        if tag.lower().startswith("aws:") or not 1 <= len(tag) <= 128 or len(value) > 256:
+        if not IMDS_TAG_KEY.match(tag):
+            problems.append(
+                Problem(
+                    path=key(f"tags.{tag}"),
+                    received=tag,
+                    problem="nodes expose their tags through instance metadata, where AWS allows "
+                    "only letters, digits and + - = . , _ : @ in tag keys (no spaces or '/')",
+                    allowed="a key such as cost-center or team:owner",
+                    fix=f"rename the tag, e.g. {re.sub(r'[^A-Za-z0-9+=._:@,-]', '-', tag)}",
+                )
+            )
+        elif tag.lower().startswith("aws:") or not 1 <= len(tag) <= 128 or len(value) > 256:
             problems.append(
                 Problem(
                     path=key(f"tags.{tag}"),

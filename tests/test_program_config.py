@@ -1,0 +1,33 @@
+"""The program reads config the way the real Pulumi CLI hands it over (PULUMI_CONFIG)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import TRAIN_LIKE
+
+from infra.config import current_config, load_spec
+from infra.errors import ConfigError
+from infra.validation import ResolvedCluster
+
+
+def test_current_config_reads_the_cli_environment(monkeypatch):
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(TRAIN_LIKE))
+    config = current_config()
+    assert config["gpu-cluster:instanceType"] == "p4d.24xlarge"
+    spec = load_spec(config, "train")
+    assert isinstance(spec, ResolvedCluster)
+    assert spec.node_count == 4 and spec.efa  # auto: multi-node on an EFA type
+
+
+def test_config_error_is_a_pulumi_run_error():
+    """Pulumi prints a RunError's message without a traceback."""
+    import pulumi
+
+    with pytest.raises(pulumi.RunError) as caught:
+        load_spec({**TRAIN_LIKE, "gpu-cluster:tags": '{"cost center": "42"}'}, "train")
+    assert isinstance(caught.value, ConfigError)
+    (problem,) = caught.value.problems
+    assert problem.path == "gpu-cluster:tags.cost center"
+    assert "instance metadata" in problem.problem and "cost-center" in problem.fix
