@@ -55,23 +55,17 @@ class ClusterNetwork(pulumi.ComponentResource):
             tags={**tags, "Name": child_name(name, "default-closed")},
             opts=child,
         )
-        self.private_subnet = aws.ec2.Subnet(
-            child_name(name, "private"),
-            vpc_id=self.vpc.id,
-            cidr_block=str(args.layout.private),
-            availability_zone=args.availability_zone,
-            map_public_ip_on_launch=False,
-            tags={**tags, "Name": child_name(name, "private")},
-            opts=child,
-        )
-        self.public_subnet = aws.ec2.Subnet(
-            child_name(name, "public"),
-            vpc_id=self.vpc.id,
-            cidr_block=str(args.layout.public),
-            availability_zone=args.availability_zone,
-            map_public_ip_on_launch=False,
-            tags={**tags, "Name": child_name(name, "public")},
-            opts=child,
+        self.private_subnet, self.public_subnet = (
+            aws.ec2.Subnet(
+                child_name(name, role),
+                vpc_id=self.vpc.id,
+                cidr_block=str(cidr),
+                availability_zone=args.availability_zone,
+                map_public_ip_on_launch=False,
+                tags={**tags, "Name": child_name(name, role)},
+                opts=child,
+            )
+            for role, cidr in (("private", args.layout.private), ("public", args.layout.public))
         )
         self.node_subnet = self.public_subnet if args.public_nodes else self.private_subnet
         self._routing(name, args, child)
