@@ -73,6 +73,18 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
         if not full_key.startswith(prefix):
             continue
         key = full_key[len(prefix) :]
+        if key == "region":  # the spec's field, but the region is only ever read from aws:region
+            problems.append(
+                Problem(
+                    path=full_key,
+                    received=value,
+                    problem="unknown key 'region'",
+                    allowed=", ".join(sorted(CONFIG_KEYS)),
+                    fix=f"did you mean '{REGION_KEY}'? `pulumi config rm region` and "
+                    f"`pulumi config set {REGION_KEY} {value}`",
+                )
+            )
+            continue
         if key in OBJECT_KEYS and isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -111,6 +123,8 @@ def _allowed(error: dict[str, Any]) -> str:
         return "a list"
     if kind == "missing":
         return "a value"
+    if kind == "value_error":
+        return "a whole number written with digits, e.g. 4"
     return error["msg"]
 
 
@@ -123,10 +137,22 @@ def _example(error: dict[str, Any]) -> str:
         return str(ctx.get("ge", ctx.get("le")))
     if kind.startswith("bool"):
         return "true"
+    if kind == "value_error":
+        return "4"
     return "<value>"
 
 
-def problems_from_validation(error: ValidationError) -> list[Problem]:
+def original_value(raw: Any, loc: tuple[Any, ...], fallback: Any) -> Any:
+    """What the user wrote at ``loc`` (validators may have converted the value since)."""
+    for part in loc:
+        try:
+            raw = raw[part]
+        except (KeyError, IndexError, TypeError):
+            return fallback
+    return raw
+
+
+def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Problem]:
     problems = []
     for item in error.errors():
         loc = tuple(item["loc"])
@@ -154,12 +180,12 @@ def problems_from_validation(error: ValidationError) -> list[Problem]:
                 )
             )
         else:
-            received = item.get("input", NOT_SET)
+            received = original_value(raw, loc, item.get("input", NOT_SET))
             problems.append(
                 Problem(
                     path=config_path(loc),
                     received=received,
-                    problem=item["msg"],
+                    problem=item["msg"].removeprefix("Value error, "),
                     allowed=_allowed(item),
                     fix=set_command(loc, _example(item)),
                 )
@@ -171,11 +197,11 @@ def parse_spec(config: Mapping[str, str]) -> tuple[StackSpec | None, list[Proble
     """Shape checks. Returns the spec (with any ill-shaped top-level key dropped back to its
     default, so meaning checks can still run on the rest), the problems, and the dropped keys."""
     raw, problems = decode(config)
-    dropped = {problem.path.split(":", 1)[1] for problem in problems}
+    dropped = {problem.path.split(":", 1)[1] for problem in problems} - {"region"}
     try:
         return StackSpec.model_validate(raw_without(raw, dropped)), problems, dropped
     except ValidationError as error:
-        problems += problems_from_validation(error)
+        problems += problems_from_validation(error, raw)
         dropped |= {str(item["loc"][0]) for item in error.errors() if item["loc"]}
     if "region" in dropped:
         return None, problems, dropped
@@ -199,7 +225,7 @@ def load_spec(config: Mapping[str, str], stack: str):
     from infra.validation import resolve
 
     spec, problems, dropped = parse_spec(config)
-    if spec is not None:
+    if spec is not None and "role" not in dropped:  # without a role, meaning checks would guess
         resolved, meaning = resolve(spec, stack)
         problems += [p for p in meaning if not _is_about(p, dropped)]
         if not problems:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 PROJECT = "gpu-cluster"
@@ -16,14 +17,26 @@ GP3_IOPS_PER_GIB = 500
 GP3_MIBPS_PER_IOPS = 0.25
 
 
+def whole_number(value: Any) -> Any:
+    """Config integers: digits only ("4", "-1"); not "4.0", "1_0", " 4 " or true."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("expected a whole number")
+    if isinstance(value, str) and not re.fullmatch(r"-?[0-9]+", value):
+        raise ValueError("expected a whole number written with digits only")
+    return int(value)
+
+
+ConfigInt = Annotated[int, BeforeValidator(whole_number)]
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True)
 
 
 class RootVolumeSpec(StrictModel):
-    size_gib: int = Field(200, ge=GP3_MIN_GIB, le=GP3_MAX_GIB)
-    iops: int = Field(GP3_MIN_IOPS, ge=GP3_MIN_IOPS, le=GP3_MAX_IOPS)
-    throughput: int = Field(GP3_MIN_THROUGHPUT, ge=GP3_MIN_THROUGHPUT, le=GP3_MAX_THROUGHPUT)
+    size_gib: ConfigInt = Field(200, ge=GP3_MIN_GIB, le=GP3_MAX_GIB)
+    iops: ConfigInt = Field(GP3_MIN_IOPS, ge=GP3_MIN_IOPS, le=GP3_MAX_IOPS)
+    throughput: ConfigInt = Field(GP3_MIN_THROUGHPUT, ge=GP3_MIN_THROUGHPUT, le=GP3_MAX_THROUGHPUT)
 
 
 class NetworkSpec(StrictModel):
@@ -57,8 +70,8 @@ class StackSpec(StrictModel):
     availability_zone: str | None = None
     instance_type: str | None = None
     gpu: str | None = None
-    gpus_per_node: int | None = Field(None, ge=1)
-    nodes: int = Field(1, ge=1)
+    gpus_per_node: ConfigInt | None = Field(None, ge=1)
+    nodes: ConfigInt = Field(1, ge=1)
     purchase_option: Literal["on-demand", "spot", "capacity-block"] = "on-demand"
     efa: bool | None = None
     root_volume: RootVolumeSpec = Field(default_factory=RootVolumeSpec)

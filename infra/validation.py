@@ -34,14 +34,25 @@ from infra.spec import (
     StorageSpec,
 )
 
-CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]$")
-BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*--ol-s3$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
-KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$")
-STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,2}$")
-IMDS_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=._:@,]+$")  # instance metadata tags are enabled
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]\Z")
+BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*--ol-s3$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?\Z")
+KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}\Z")
+STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,2}\Z")
+IMDS_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=._:@,]+\Z")  # instance metadata tags are enabled
 MAX_USER_TAGS = 45  # AWS allows 50 per resource; gpu-cluster adds its own
-COMPUTE_KEYS = ("availabilityZone", "instanceType", "gpu", "gpusPerNode", "nodes", "efa")
+COMPUTE_KEYS = (
+    "availabilityZone",
+    "instanceType",
+    "gpu",
+    "gpusPerNode",
+    "nodes",
+    "efa",
+    "purchaseOption",
+    "rootVolume",
+    "network",
+    "ami",
+)
 SUPPORTED_PURCHASE_OPTIONS = ("on-demand",)
 
 
@@ -393,7 +404,9 @@ def check_ami(ami: AmiSpec, facts: InstanceFacts) -> list[Problem]:
     return problems
 
 
-def _network(text: str, path: str) -> tuple[ipaddress.IPv4Network | None, list[Problem]]:
+def _network(
+    text: str, path: str, example: str = "10.42.0.0/16"
+) -> tuple[ipaddress.IPv4Network | None, list[Problem]]:
     try:
         return ipaddress.IPv4Network(text, strict=True), []
     except ValueError as error:
@@ -403,7 +416,7 @@ def _network(text: str, path: str) -> tuple[ipaddress.IPv4Network | None, list[P
                 received=text,
                 problem=f"not a valid IPv4 CIDR block ({error})",
                 allowed="a network address with a prefix, e.g. 10.42.0.0/16",
-                fix=f"pulumi config set --path {path.split(':', 1)[1]} 10.42.0.0/16",
+                fix=f"pulumi config set --path {path.split(':', 1)[1]} {example}",
             )
         ]
 
@@ -432,7 +445,12 @@ def check_network(
     ):
         if text is None:
             continue
-        subnet, found = _network(text, key(f"network.{field}"))
+        example = (
+            default_layout(str(vpc)).private
+            if field == "privateSubnetCidr"
+            else (default_layout(str(vpc)).public)
+        )
+        subnet, found = _network(text, key(f"network.{field}"), str(example))
         problems += found
         if subnet is None:
             continue
@@ -463,7 +481,7 @@ def check_network(
             )
         )
     for index, text in enumerate(network.avoid_cidrs):
-        other, found = _network(text, key(f"network.avoidCidrs[{index}]"))
+        other, found = _network(text, key(f"network.avoidCidrs[{index}]"), "192.168.0.0/16")
         problems += found
         if other is not None and other.overlaps(vpc):
             problems.append(
@@ -496,7 +514,12 @@ def check_network(
                 problem=f"the node subnet {node_subnet} has {usable_addresses(node_subnet)} usable "
                 f"addresses; {node_count} nodes x {ips_per_node} IP(s) + endpoints need {needed}",
                 allowed=f"at most {max_nodes(node_subnet, ips_per_node)} nodes in this subnet",
-                fix="use a larger VPC (e.g. a /16) or fewer nodes",
+                fix=(
+                    f"use a larger VPC (e.g. {vpc.supernet(new_prefix=MIN_VPC_PREFIX)}) "
+                    "or fewer nodes"
+                    if vpc.prefixlen > MIN_VPC_PREFIX
+                    else "use fewer nodes, or set network.privateSubnetCidr to a larger block"
+                ),
             )
         )
     return (
@@ -651,7 +674,8 @@ def check_data_stack(spec: StackSpec) -> list[Problem]:
     set_fields = {
         StackSpec.model_fields[name].alias or name
         for name in spec.model_fields_set
-        if getattr(spec, name) != StackSpec.model_fields[name].default
+        if getattr(spec, name)
+        != StackSpec.model_fields[name].get_default(call_default_factory=True)
     }
     return [
         Problem(
@@ -689,6 +713,8 @@ def resolve(
     zone_problems = check_zone(spec, catalog) if region_ok else []
     problems += zone_problems
     facts, found = pick_instance_type(spec, catalog, zone_ok=not zone_problems)
+    if spec.region not in catalog.offerings:  # "not offered in <unknown region>" says nothing new
+        found = [p for p in found if "not offered" not in p.problem]
     problems += found
     problems += check_root_volume(spec.root_volume)
     if facts is None:
