@@ -26,7 +26,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"error: {plan.error}", file=sys.stderr)
         return EXIT_CONFIG
     if args.json:
-        json.dump(preview_json(plan), sys.stdout, indent=2, default=str)
+        json.dump(preview_json(plan), sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
     else:
         print(text_tree(plan))

@@ -54,9 +54,13 @@ def test_cli_json_has_preview_shape_and_train_acceptance():
     result = gpuc("plan", "--stack", "train", "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["changeSummary"] == {"create": len(doc["steps"])}
+    assert doc["changeSummary"] == {"create": len(doc["steps"]) - 1, "read": 1}
     for step in doc["steps"]:
-        assert step["op"] == "create" and step["urn"] == step["newState"]["urn"]
+        assert step["urn"] == step["newState"]["urn"]
+        expected_op = (
+            "read" if step["newState"]["type"] == "pulumi:pulumi:StackReference" else "create"
+        )
+        assert step["op"] == expected_op
         assert {"type", "urn", "custom", "parent", "inputs", "dependencies", "protect"} <= set(
             step["newState"]
         )
@@ -98,3 +102,18 @@ def test_cli_unknown_stack_is_a_message():
     assert result.returncode != 0
     assert "no stack 'nope'" in result.stderr and "Traceback" not in result.stderr
     assert "train" in result.stderr
+
+
+def test_plan_document_is_reproducible():
+    """The engine registers concurrently; the printed plan must not depend on arrival order."""
+    from infra.plan.render import preview_json
+
+    documents = {json.dumps(preview_json(plan_stack("train")), sort_keys=True) for _ in range(3)}
+    assert len(documents) == 1
+    doc = json.loads(documents.pop())
+    order = [step["urn"] for step in doc["steps"]]
+    for position, step in enumerate(doc["steps"]):
+        for needed in (step["newState"]["parent"], *step["newState"]["dependencies"]):
+            assert not needed or order.index(needed) < position
+    ips = doc["outputs"]["nodePrivateIps"]
+    assert ips == sorted(ips, key=lambda ip: tuple(int(part) for part in ip.split(".")))

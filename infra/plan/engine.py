@@ -4,8 +4,9 @@ registration (type, name, parent, inputs, dependencies, protect) the way the CLI
 from __future__ import annotations
 
 import gc
+import heapq
 import runpy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ class PlannedResource:
     dependencies: tuple[str, ...]
     protect: bool
     retain_on_delete: bool
+    op: str = "create"
 
 
 @dataclass
@@ -88,6 +90,25 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         obj = _sync_await(rpc.serialize_properties(state, {}))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=obj)
 
+    def ReadResource(self, request):
+        """Reads (StackReference, .get()) are steps too: `pulumi preview` shows them as op read."""
+        response = super().ReadResource(request)
+        self.planned.append(
+            PlannedResource(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                custom=True,
+                parent=request.parent,
+                inputs=whole_numbers(rpc.deserialize_properties(request.properties)),
+                dependencies=tuple(request.dependencies),
+                protect=False,
+                retain_on_delete=False,
+                op="read",
+            )
+        )
+        return response
+
     def _record(self, urn: str, request: Any, inputs: dict[str, Any]) -> None:
         self.planned.append(
             PlannedResource(
@@ -123,6 +144,31 @@ def _resolve(value: Any) -> Any:
     return _sync_await(pulumi.Output.from_input(value).future())
 
 
+def creation_order(resources: list[PlannedResource]) -> list[PlannedResource]:
+    """A reproducible order: parents and dependencies first, ties broken by URN (the engine
+    registers concurrently, so arrival order varies from run to run)."""
+    by_urn = {r.urn: r for r in resources}
+    waiting_on = {
+        r.urn: {u for u in (r.parent, *r.dependencies) if u in by_urn and u != r.urn}
+        for r in resources
+    }
+    dependents: dict[str, list[str]] = {}
+    for urn, needs in waiting_on.items():
+        for need in needs:
+            dependents.setdefault(need, []).append(urn)
+    ready = [urn for urn, needs in waiting_on.items() if not needs]
+    heapq.heapify(ready)
+    ordered = []
+    while ready:
+        urn = heapq.heappop(ready)
+        ordered.append(replace(by_urn[urn], dependencies=tuple(sorted(by_urn[urn].dependencies))))
+        for dependent in dependents.get(urn, []):
+            waiting_on[dependent].discard(urn)
+            if not waiting_on[dependent]:
+                heapq.heappush(ready, dependent)
+    return ordered
+
+
 def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Plan:
     """Plan one stack: the program's resources and outputs, or the ConfigError it raised."""
     region = config.get("aws:region", "us-east-1")
@@ -149,6 +195,6 @@ def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Pla
     root = get_root_resource()
     if plan.error is None and root is not None:
         plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}
-    plan.resources = monitor.planned
+    plan.resources = creation_order(monitor.planned)
     plan.states = {urn: {**reg.state, "id": reg.id} for urn, reg in monitor.resources.items()}
     return plan

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Iterator
 from typing import Any
 
 import pulumi
@@ -43,7 +42,7 @@ class PlanMocks(pulumi.runtime.Mocks):
     def __init__(self, region: str, zones: list[str]) -> None:
         self.region = region
         self.zones = zones
-        self._node_addresses: Iterator[ipaddress.IPv4Address] | None = None
+        self._node_network: ipaddress.IPv4Network | None = None
 
     def arn(self, service: str, resource: str, regional: bool = True) -> str:
         region = self.region if regional else ""
@@ -56,14 +55,9 @@ class PlanMocks(pulumi.runtime.Mocks):
         physical = f"{ID_PREFIX.get(typ, name)}-{_digest(typ, name)}"
         state = {**inputs, "arn": inputs.get("arn", self.arn("ec2", physical))}
         if typ == "aws:ec2/subnet:Subnet" and name.endswith("-private"):
-            network = ipaddress.IPv4Network(inputs["cidrBlock"])
-            self._node_addresses = (
-                network[i] for i in range(FIRST_NODE_HOST, network.num_addresses)
-            )
+            self._node_network = ipaddress.IPv4Network(inputs["cidrBlock"])
         elif typ == "aws:ec2/instance:Instance":
-            state["privateIp"] = (
-                str(next(self._node_addresses)) if self._node_addresses else "10.0.0.10"
-            )
+            state["privateIp"] = self._node_address(inputs)
             state["instanceState"] = "running"
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state["latestVersion"] = 1
@@ -87,6 +81,13 @@ class PlanMocks(pulumi.runtime.Mocks):
             group = inputs.get("name", name)
             state["arn"] = self.arn("logs", f"log-group:{group}")
         return physical, state
+
+    def _node_address(self, inputs: dict[str, Any]) -> str:
+        """Node i gets the i-th address after the reserved start of the node subnet, whatever
+        order the engine registers nodes in (so plans are reproducible)."""
+        index = int((inputs.get("tags") or {}).get("gpu-cluster:node-index", 0))
+        network = self._node_network or ipaddress.IPv4Network("10.0.0.0/24")
+        return str(network[FIRST_NODE_HOST + index])
 
     def _stack_reference(self, ref: str) -> tuple[str, dict[str, Any]]:
         stack = ref.rsplit("/", 1)[-1]

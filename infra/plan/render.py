@@ -29,7 +29,7 @@ def preview_json(plan: Plan) -> dict[str, Any]:
     """The document `pulumi preview --json` prints: steps[] with newState, and changeSummary."""
     steps = [
         {
-            "op": "create",
+            "op": r.op,
             "urn": r.urn,
             "provider": "",
             "newState": {
@@ -49,7 +49,7 @@ def preview_json(plan: Plan) -> dict[str, Any]:
         "config": {},
         "steps": steps,
         "outputs": plan.outputs,
-        "changeSummary": {"create": len(steps)},
+        "changeSummary": dict(Counter(step["op"] for step in steps)),
     }
 
 
@@ -82,14 +82,15 @@ def text_tree(plan: Plan) -> str:
     def walk(parent: str, depth: int) -> None:
         for resource in children.get(parent, []):
             detail = _summary(resource)
+            marker = "+" if resource.op == "create" else ">"
             lines.append(
-                f"{'  ' * depth}+ {resource.type}  {resource.name}"
+                f"{'  ' * depth}{marker} {resource.type}  {resource.name}"
                 + (f"  [{detail}]" if detail else "")
             )
             walk(resource.urn, depth + 1)
 
     walk("", 0)
-    custom = Counter(r.type for r in plan.resources if r.custom)
+    custom = Counter(r.type for r in plan.resources if r.custom and r.op == "create")
     components = sum(1 for r in plan.resources if not r.custom and r.type != STACK_TYPE)
     lines += [
         "",

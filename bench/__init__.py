@@ -1,0 +1,1 @@
+"""Benchmarks (never timed tests). Run them as scripts, e.g. ``python bench/plan_scale.py``."""
