@@ -18,6 +18,7 @@ from components.security import ClusterSecurity, ClusterSecurityArgs
 from components.user_data import BootConfig, render_user_data, torchrun_command
 
 DLAMI_TYPE = "oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04"
+DLAMI_ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs boot from /dev/sda1 (Amazon Linux: /dev/xvda)
 
 
 def dlami_parameter(architecture: str) -> str:
@@ -119,9 +120,11 @@ class GpuCluster(pulumi.ComponentResource):
                 name=args.ami_ssm_parameter or dlami_parameter(args.facts.architecture), opts=invoke
             ).value
         )
-        root_device = aws.ec2.get_ami_output(
-            filters=[{"name": "image-id", "values": [ami_id]}], opts=invoke
-        ).root_device_name
+        root_device: pulumi.Input[str] = DLAMI_ROOT_DEVICE
+        if args.ami_id or args.ami_ssm_parameter:  # a custom AMI: ask EC2 for its root device
+            root_device = aws.ec2.get_ami_output(
+                filters=[{"name": "image-id", "values": [ami_id]}], opts=invoke
+            ).root_device_name
         gpus_per_node = args.facts.gpu_count
         efa_interfaces = efa_interface_count(nic_layout(args.facts, args.efa))
         self.nodes = GpuNodeGroup(

@@ -234,3 +234,29 @@ def test_p5_cluster_gets_32_efa_interfaces_per_node():
     nics = only(plan, LT).inputs["networkInterfaces"]
     assert sum(n.get("interfaceType") == "efa-only" for n in nics) == 32
     assert plan.outputs["efaInterfacesPerNode"] == 32
+
+
+def test_custom_ami_root_device_comes_from_ec2():
+    config = {
+        **TRAIN_LIKE,
+        "gpu-cluster:nodes": "1",
+        "gpu-cluster:ami": '{"id": "ami-0123456789abcdef0", "architecture": "x86_64"}',
+    }
+    plan = plan_config(config, stack="custom")
+    assert plan.error is None, plan.error
+    template = only(plan, LT).inputs
+    assert template["imageId"] == "ami-0123456789abcdef0"
+    # The mock EC2 answers /dev/xvda for non-DLAMI images: proof the lookup was made and used.
+    assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/xvda"
+
+
+def test_default_ami_is_the_deep_learning_ami_for_the_architecture(train_plan):
+    from components.cluster import dlami_parameter
+    from infra.plan.mocks import MOCK_AMI
+
+    template = only(train_plan, LT).inputs
+    parameters = [a["name"] for t, a in train_plan.invokes if t.startswith("aws:ssm/getParameter")]
+    assert parameters == [dlami_parameter("x86_64")]
+    assert "/aws/service/deeplearning/ami/x86_64/" in parameters[0]
+    assert template["imageId"] == MOCK_AMI["x86_64"]
+    assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/sda1"

@@ -48,6 +48,7 @@ class Plan:
     resources: list[PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: ConfigError | None = None
 
     def of_type(self, type_: str) -> list[PlannedResource]:
@@ -196,5 +197,6 @@ def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Pla
     if plan.error is None and root is not None:
         plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}
     plan.resources = creation_order(monitor.planned)
+    plan.invokes = mocks.invokes
     plan.states = {urn: {**reg.state, "id": reg.id} for urn, reg in monitor.resources.items()}
     return plan

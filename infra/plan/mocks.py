@@ -43,6 +43,7 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.region = region
         self.zones = zones
         self._node_network: ipaddress.IPv4Network | None = None
+        self.invokes: list[tuple[str, dict[str, Any]]] = []
 
     def arn(self, service: str, resource: str, regional: bool = True) -> str:
         region = self.region if regional else ""
@@ -102,6 +103,7 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list]:
         token, inputs = args.token, args.args
+        self.invokes.append((token, dict(inputs)))
         if token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {
                 "accountId": MOCK_ACCOUNT,
@@ -140,7 +142,8 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "id": image,
                 "imageId": image,
                 "architecture": arch,
-                "rootDeviceName": "/dev/sda1",
+                # the Deep Learning AMIs are Ubuntu (/dev/sda1); others answer like Amazon Linux
+                "rootDeviceName": "/dev/sda1" if image in MOCK_AMI.values() else "/dev/xvda",
                 "rootDeviceType": "ebs",
                 "virtualizationType": "hvm",
                 "name": "Deep Learning OSS Nvidia Driver AMI GPU PyTorch (Ubuntu 24.04)",
