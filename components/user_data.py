@@ -40,26 +40,36 @@ mkdir -p /etc/gpu-cluster "$SCRATCH"
 
 # 1. All NVMe instance-store disks -> one RAID0 volume at $SCRATCH.
 if [ "$NVME_DISKS" -gt 0 ] && ! mountpoint -q "$SCRATCH"; then
+  # The Deep Learning AMI may already have claimed the disks: release them first.
   systemctl disable --now dlami-nvme.service 2>/dev/null || true
   mountpoint -q /opt/dlami/nvme && umount /opt/dlami/nvme || true
+  vgchange -an 2>/dev/null || true
+  mdadm --stop --scan 2>/dev/null || true
+  DISKS=()
   for _ in $(seq 1 60); do
     mapfile -t DISKS < <(ls /dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_* 2>/dev/null \\
       | grep -v -- '-part' | xargs -r -n1 readlink -f | sort -u)
     [ "${{#DISKS[@]}}" -ge "$NVME_DISKS" ] && break
     sleep 2
   done
-  if [ "${{#DISKS[@]}}" -gt 1 ]; then
+  if [ "${{#DISKS[@]}}" -eq 0 ]; then
+    echo "gpu-cluster: no NVMe instance-store disk found; $SCRATCH stays on the root volume" >&2
+  elif [ "${{#DISKS[@]}}" -gt 1 ]; then
     mdadm --create /dev/md0 --level=0 --force --raid-devices="${{#DISKS[@]}}" "${{DISKS[@]}}" --run
     VOLUME=/dev/md0
     mdadm --detail --scan >> /etc/mdadm/mdadm.conf || true
   else
     VOLUME="${{DISKS[0]}}"
   fi
-  mkfs.xfs -f "$VOLUME"
-  mount -o noatime "$VOLUME" "$SCRATCH"
-  echo "$VOLUME $SCRATCH xfs noatime,nofail 0 2" >> /etc/fstab
+  if [ "${{#DISKS[@]}}" -gt 0 ]; then
+    mkfs.xfs -f "$VOLUME"
+    mount -o noatime "$VOLUME" "$SCRATCH"
+    echo "$VOLUME $SCRATCH xfs noatime,nofail 0 2" >> /etc/fstab
+  fi
   chmod 1777 "$SCRATCH"
-  mkdir -p /opt/dlami && ln -sfn "$SCRATCH" /opt/dlami/nvme
+  mkdir -p /opt/dlami
+  rmdir /opt/dlami/nvme 2>/dev/null || true
+  [ -e /opt/dlami/nvme ] || ln -s "$SCRATCH" /opt/dlami/nvme
 fi
 
 # 2. Node rank from this instance's tags (instance metadata tags are enabled).

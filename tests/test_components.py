@@ -260,3 +260,16 @@ def test_default_ami_is_the_deep_learning_ami_for_the_architecture(train_plan):
     assert "/aws/service/deeplearning/ami/x86_64/" in parameters[0]
     assert template["imageId"] == MOCK_AMI["x86_64"]
     assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/sda1"
+
+
+def test_user_data_is_valid_bash(train_plan, tmp_path):
+    import base64
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    assert bash is not None
+    script = tmp_path / "user-data.sh"
+    script.write_bytes(base64.b64decode(only(train_plan, LT).inputs["userData"]))
+    result = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
