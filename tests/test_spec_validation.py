@@ -632,8 +632,9 @@ def test_data_stack_must_create_its_bucket():
     assert problem.allowed == "create"
 
 
-def test_unknown_role_has_a_usable_fix():
-    problem = problems_of(data_config(role="dta"), "data")[0]
+def test_unknown_role_is_the_only_problem_reported():
+    """Without a role, the meaning checks would guess (cluster) and invent problems."""
+    problem = only_problem(data_config(role="dta"), "data")
     assert problem.path == "gpu-cluster:role"
     assert problem.received == "dta"
     assert problem.allowed == "one of 'cluster' or 'data'"
@@ -692,6 +693,29 @@ def test_unknown_region_suggests_a_known_one():
     assert region.allowed == ", ".join(CATALOG.regions)
     assert region.fix.startswith("did you mean 'us-east-1'?")
     assert "gpuc catalog refresh" in region.fix
+
+
+def test_unknown_region_adds_no_knock_on_offering_errors():
+    cfg = config(nodes=4)
+    cfg["aws:region"] = "us-est-1"
+    paths = [p.path for p in problems_of(cfg)]
+    assert "gpu-cluster:instanceType" not in paths
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("network", {"vpcCidr": "10.9.0.0/16"}),
+        ("rootVolume", {"sizeGib": 300}),
+        ("purchaseOption", "spot"),
+        ("ami", {"ssmParameter": "/my/ami"}),
+    ],
+)
+def test_data_stack_rejects_compute_settings(name, value):
+    problem = only_problem(data_config(**{name: value}), "data")
+    assert problem.path == f"gpu-cluster:{name}"
+    assert problem.problem == "a data stack has no compute; this key is not used"
+    assert problem.fix == f"pulumi config rm {name}"
 
 
 def test_region_unknown_on_a_data_stack():
