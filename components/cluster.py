@@ -15,7 +15,7 @@ from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs, RootVolume
 from components.security import ClusterSecurity, ClusterSecurityArgs
-from components.user_data import BootConfig, render_user_data, torchrun_command
+from components.user_data import CLUSTER_TAG, BootConfig, render_user_data, torchrun_command
 
 DLAMI_TYPE = "oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04"
 DLAMI_ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs boot from /dev/sda1 (Amazon Linux: /dev/xvda)
@@ -144,7 +144,6 @@ class GpuCluster(pulumi.ComponentResource):
                         BootConfig(
                             cluster=name,
                             region=args.region,
-                            node_count=args.node_count,
                             gpus_per_node=gpus_per_node,
                             nvme_disk_count=args.facts.nvme_disk_count,
                             efa_interfaces=efa_interfaces,
@@ -155,7 +154,7 @@ class GpuCluster(pulumi.ComponentResource):
                 availability_zone=args.availability_zone,
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
-                tags={**args.tags, "gpu-cluster:name": name},
+                tags={**args.tags, CLUSTER_TAG: name},
             ),
             child,
         )

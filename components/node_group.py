@@ -11,6 +11,7 @@ import pulumi_aws as aws
 from components.catalog import InstanceFacts
 from components.naming import child_name, node_name
 from components.nic_layout import NicSlot, nic_layout
+from components.user_data import NODE_COUNT_TAG, NODE_INDEX_TAG
 
 IMDS_HOP_LIMIT = 2  # containers on the node reach IMDS; nothing further away does
 CLUSTER_STRATEGY = "cluster"
@@ -135,6 +136,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
+        # A changed template (a new Deep Learning AMI behind the SSM parameter, a new disk
+        # size) applies to nodes launched from then on; it never replaces a running node.
+        keep_running = pulumi.ResourceOptions(parent=self, ignore_changes=["launchTemplate"])
         self.nodes = [
             aws.ec2.Instance(
                 child_name(name, node_name(index)),
@@ -145,9 +149,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 tags={
                     **args.tags,
                     "Name": child_name(name, node_name(index)),
-                    "gpu-cluster:node-index": str(index),
+                    NODE_INDEX_TAG: str(index),
+                    NODE_COUNT_TAG: str(args.node_count),  # a tag: resizing updates it in place
                 },
-                opts=child,
+                opts=keep_running,
             )
             for index in range(args.node_count)
         ]

@@ -1,4 +1,9 @@
-"""Node boot script: NVMe RAID0 scratch volume, cluster node list, torchrun environment."""
+"""Node boot script: NVMe RAID0 scratch volume, cluster node list, torchrun environment.
+
+The script is identical on every node and does not depend on the node count, so scaling a
+cluster never changes the launch template: each node reads its rank and the cluster size from
+its own tags (instance metadata tags are enabled) and a systemd timer keeps the node list
+current as nodes come and go."""
 
 from __future__ import annotations
 
@@ -9,13 +14,16 @@ SCRATCH_MOUNT = "/mnt/nvme"
 NODE_LIST_PATH = "/etc/gpu-cluster/nodes"
 TORCHRUN_ENV_PATH = "/etc/gpu-cluster/torchrun.env"
 RENDEZVOUS_PORT = 29500
+NODE_INDEX_TAG = "gpu-cluster:node-index"
+NODE_COUNT_TAG = "gpu-cluster:node-count"
+CLUSTER_TAG = "gpu-cluster:name"
+REFRESH_SCRIPT = "/usr/local/sbin/gpu-cluster-nodes"
 
 
 @dataclass(frozen=True, slots=True)
 class BootConfig:
     cluster: str
     region: str
-    node_count: int
     gpus_per_node: int
     nvme_disk_count: int
     efa_interfaces: int
@@ -28,15 +36,18 @@ def render_user_data(boot: BootConfig) -> str:
     return f"""#!/bin/bash
 # gpu-cluster node bootstrap (generated; do not edit by hand)
 set -euo pipefail
+mkdir -p /etc/gpu-cluster
+cat > /etc/gpu-cluster/cluster.env <<'ENV'
 CLUSTER={q(boot.cluster)}
 REGION={q(boot.region)}
-NODE_COUNT={boot.node_count}
 GPUS_PER_NODE={boot.gpus_per_node}
 NVME_DISKS={boot.nvme_disk_count}
 EFA_INTERFACES={boot.efa_interfaces}
 DATA_BUCKET={q(boot.bucket)}
 SCRATCH={q(SCRATCH_MOUNT)}
-mkdir -p /etc/gpu-cluster "$SCRATCH"
+ENV
+. /etc/gpu-cluster/cluster.env
+mkdir -p "$SCRATCH"
 
 # 1. All NVMe instance-store disks -> one RAID0 volume at $SCRATCH.
 if [ "$NVME_DISKS" -gt 0 ] && ! mountpoint -q "$SCRATCH"; then
@@ -72,40 +83,72 @@ if [ "$NVME_DISKS" -gt 0 ] && ! mountpoint -q "$SCRATCH"; then
   [ -e /opt/dlami/nvme ] || ln -s "$SCRATCH" /opt/dlami/nvme
 fi
 
-# 2. Node rank from this instance's tags (instance metadata tags are enabled).
-TOKEN=$(curl -sS -X PUT http://169.254.169.254/latest/api/token \\
-  -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
-NODE_RANK=$(curl -sS -H "X-aws-ec2-metadata-token: $TOKEN" \\
-  http://169.254.169.254/latest/meta-data/tags/instance/gpu-cluster:node-index)
-
-# 3. The cluster's node list (rank, private IP), once every node has launched.
-RANK_TAG='Tags[?Key==`gpu-cluster:node-index`]|[0].Value'
-for _ in $(seq 1 180); do
+# 2. The node list and torchrun environment, rebuilt from EC2 and this node's tags.
+cat > {REFRESH_SCRIPT} <<'SCRIPT'
+#!/bin/bash
+# Writes {NODE_LIST_PATH} (rank, private IP) and {TORCHRUN_ENV_PATH}.
+# --wait: retry until every node of the cluster has launched (first boot).
+set -euo pipefail
+. /etc/gpu-cluster/cluster.env
+imds() {{
+  local token
+  token=$(curl -sS -X PUT http://169.254.169.254/latest/api/token \\
+    -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+  curl -sS -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
+}}
+NODE_RANK=$(imds tags/instance/{NODE_INDEX_TAG})
+NODE_COUNT=$(imds tags/instance/{NODE_COUNT_TAG})
+RANK_TAG='Tags[?Key==`{NODE_INDEX_TAG}`]|[0].Value'
+ATTEMPTS=1
+[ "${{1:-}}" = "--wait" ] && ATTEMPTS=180
+for _ in $(seq 1 "$ATTEMPTS"); do
   aws ec2 describe-instances --region "$REGION" \\
-    --filters "Name=tag:gpu-cluster:name,Values=$CLUSTER" \\
+    --filters "Name=tag:{CLUSTER_TAG},Values=$CLUSTER" \\
               "Name=instance-state-name,Values=pending,running" \\
     --query "Reservations[].Instances[].[$RANK_TAG,PrivateIpAddress]" \\
-    --output text | sort -n > /etc/gpu-cluster/nodes.tmp || true
-  [ "$(wc -l < /etc/gpu-cluster/nodes.tmp)" -ge "$NODE_COUNT" ] && break
+    --output text | sort -n > {NODE_LIST_PATH}.tmp || true
+  [ "$(wc -l < {NODE_LIST_PATH}.tmp)" -ge "$NODE_COUNT" ] && break
   sleep 5
 done
-mv /etc/gpu-cluster/nodes.tmp {NODE_LIST_PATH}
+mv {NODE_LIST_PATH}.tmp {NODE_LIST_PATH}
 MASTER_ADDR=$(awk '$1 == 0 {{print $2}}' {NODE_LIST_PATH})
+{{
+  echo "NNODES=$NODE_COUNT"
+  echo "NODE_RANK=$NODE_RANK"
+  echo "NPROC_PER_NODE=$GPUS_PER_NODE"
+  echo "MASTER_ADDR=$MASTER_ADDR"
+  echo "MASTER_PORT={RENDEZVOUS_PORT}"
+  echo "DATA_BUCKET=$DATA_BUCKET"
+  echo "SCRATCH=$SCRATCH"
+  if [ "$EFA_INTERFACES" -gt 0 ]; then
+    echo "FI_PROVIDER=efa"
+    echo "FI_EFA_USE_DEVICE_RDMA=1"
+    echo "NCCL_SOCKET_IFNAME=^lo,docker"
+  fi
+}} > {TORCHRUN_ENV_PATH}.tmp
+mv {TORCHRUN_ENV_PATH}.tmp {TORCHRUN_ENV_PATH}
+SCRIPT
+chmod 755 {REFRESH_SCRIPT}
 
-# 4. What torchrun and NCCL need on this node.
-cat > {TORCHRUN_ENV_PATH} <<ENV
-NNODES=$NODE_COUNT
-NODE_RANK=$NODE_RANK
-NPROC_PER_NODE=$GPUS_PER_NODE
-MASTER_ADDR=$MASTER_ADDR
-MASTER_PORT={RENDEZVOUS_PORT}
-DATA_BUCKET=$DATA_BUCKET
-SCRATCH=$SCRATCH
-ENV
-if [ "$EFA_INTERFACES" -gt 0 ]; then
-  printf 'FI_PROVIDER=efa\\nFI_EFA_USE_DEVICE_RDMA=1\\nNCCL_SOCKET_IFNAME=^lo,docker\\n' \\
-    >> {TORCHRUN_ENV_PATH}
-fi
+cat > /etc/systemd/system/gpu-cluster-nodes.service <<'UNIT'
+[Unit]
+Description=gpu-cluster: refresh the node list
+[Service]
+Type=oneshot
+ExecStart={REFRESH_SCRIPT}
+UNIT
+cat > /etc/systemd/system/gpu-cluster-nodes.timer <<'UNIT'
+[Unit]
+Description=gpu-cluster: refresh the node list as nodes come and go
+[Timer]
+OnBootSec=2min
+OnUnitActiveSec=2min
+[Install]
+WantedBy=timers.target
+UNIT
+systemctl daemon-reload
+{REFRESH_SCRIPT} --wait
+systemctl enable --now gpu-cluster-nodes.timer
 """
 
 

@@ -146,8 +146,12 @@ def test_user_data_builds_raid0_and_node_list(train_plan):
 
     script = base64.b64decode(only(train_plan, LT).inputs["userData"]).decode()
     assert "mdadm --create /dev/md0 --level=0" in script
-    assert "NVME_DISKS=8" in script and "NODE_COUNT=4" in script
-    assert "/etc/gpu-cluster/nodes" in script and "EFA_INTERFACES=4" in script
+    assert "NVME_DISKS=8" in script and "EFA_INTERFACES=4" in script
+    assert "/etc/gpu-cluster/nodes" in script and "/etc/gpu-cluster/torchrun.env" in script
+    # rank and size come from the node's own tags, so the script is the same on every node
+    assert "tags/instance/gpu-cluster:node-index" in script
+    assert "tags/instance/gpu-cluster:node-count" in script
+    assert "NODE_COUNT=" not in script.split("cat > /usr/local/sbin")[0]
 
 
 def test_stack_outputs(train_plan):
@@ -273,3 +277,71 @@ def test_user_data_is_valid_bash(train_plan, tmp_path):
     script.write_bytes(base64.b64decode(only(train_plan, LT).inputs["userData"]))
     result = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_scaling_up_adds_nodes_without_touching_running_ones(train_plan):
+    """`pulumi config set nodes 8` on train: same template, nodes 0-3 change only a tag."""
+    from conftest import ROOT
+
+    from infra.stack_files import load_stack_config
+
+    config = {**load_stack_config("train", ROOT), "gpu-cluster:nodes": "8"}
+    bigger = plan_config(config, stack="train")
+    assert bigger.error is None, bigger.error
+    assert only(bigger, LT).inputs == only(train_plan, LT).inputs
+    before = {r.name: r for r in train_plan.of_type(INSTANCE)}
+    after = {r.name: r for r in bigger.of_type(INSTANCE)}
+    assert set(before) < set(after) and len(after) == 8
+    for name, node in before.items():
+        grown = after[name]
+        assert {k: v for k, v in grown.inputs.items() if k != "tags"} == {
+            k: v for k, v in node.inputs.items() if k != "tags"
+        }
+        assert grown.inputs["tags"]["gpu-cluster:node-count"] == "8"
+        assert node.inputs["tags"]["gpu-cluster:node-count"] == "4"
+        # a new template version (e.g. a new Deep Learning AMI) never replaces a running node
+        assert grown.ignore_changes == ("launchTemplate",)
+
+
+def test_node_list_refresh_script_runs(tmp_path):
+    """Run the node's refresh script with stub `curl` (IMDS) and `aws` (EC2) on this machine."""
+    import os
+    import shutil
+    import stat
+    import subprocess
+
+    from components.user_data import BootConfig, render_user_data
+
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    script = render_user_data(BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1"))
+    env_file = script.split("cat > /etc/gpu-cluster/cluster.env <<'ENV'\n")[1].split("\nENV\n")[0]
+    refresh = script.split("<<'SCRIPT'\n")[1].split("\nSCRIPT\n")[0]
+    (etc / "cluster.env").write_text(env_file + "\n")
+    program = tmp_path / "refresh.sh"
+    program.write_text(refresh.replace("/etc/gpu-cluster", str(etc)))
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "curl").write_text(
+        '#!/bin/bash\ncase "$*" in\n  *node-index*) echo 1;;\n  *node-count*) echo 3;;\n'
+        "  *) echo token;;\nesac\n"
+    )
+    (stubs / "aws").write_text(
+        "#!/bin/bash\nprintf '2\\t10.42.0.12\\n0\\t10.42.0.10\\n1\\t10.42.0.11\\n'\n"
+    )
+    for stub in stubs.iterdir():
+        stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"}
+    bash = shutil.which("bash")
+    assert bash is not None
+    result = subprocess.run([bash, str(program), "--wait"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (etc / "nodes").read_text().split("\n")[:3] == [
+        "0\t10.42.0.10",
+        "1\t10.42.0.11",
+        "2\t10.42.0.12",
+    ]
+    torchrun = dict(line.split("=", 1) for line in (etc / "torchrun.env").read_text().splitlines())
+    assert torchrun["NNODES"] == "3" and torchrun["NODE_RANK"] == "1"
+    assert torchrun["MASTER_ADDR"] == "10.42.0.10" and torchrun["NPROC_PER_NODE"] == "8"
+    assert torchrun["FI_PROVIDER"] == "efa" and torchrun["DATA_BUCKET"] == "bucket-1"

@@ -40,6 +40,7 @@ class PlannedResource:
     protect: bool
     retain_on_delete: bool
     op: str = "create"
+    ignore_changes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -122,6 +123,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 dependencies=tuple(request.dependencies),
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
+                ignore_changes=tuple(request.ignoreChanges),
             )
         )
 
