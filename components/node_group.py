@@ -71,6 +71,11 @@ def network_interface_specs(
     return specs
 
 
+def nic_signature(slots: tuple[NicSlot, ...]) -> str:
+    """A compact description of a NIC layout, e.g. ``0.0:interface,0.1:efa-only``."""
+    return ",".join(f"{s.network_card_index}.{s.device_index}:{s.interface_type}" for s in slots)
+
+
 class GpuNodeGroup(pulumi.ComponentResource):
     nodes: list[aws.ec2.Instance]
     placement_group: aws.ec2.PlacementGroup | None
@@ -138,7 +143,18 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
         # A changed template (a new Deep Learning AMI behind the SSM parameter, a new disk
         # size) applies to nodes launched from then on; it never replaces a running node.
-        keep_running = pulumi.ResourceOptions(parent=self, ignore_changes=["launchTemplate"])
+        # What a node cannot change in place (type, subnet/AZ, placement group, NIC layout)
+        # replaces it, through the replacement trigger.
+        keep_running = pulumi.ResourceOptions(
+            parent=self,
+            ignore_changes=["launchTemplate"],
+            replacement_trigger=pulumi.Output.all(
+                args.facts.instance_type,
+                args.subnet_id,
+                self.placement_group.name if self.placement_group else "",
+                nic_signature(self.nic_slots),
+            ).apply(lambda parts: "/".join(str(part) for part in parts)),
+        )
         self.nodes = [
             aws.ec2.Instance(
                 child_name(name, node_name(index)),

@@ -301,6 +301,20 @@ def test_scaling_up_adds_nodes_without_touching_running_ones(train_plan):
         assert node.inputs["tags"]["gpu-cluster:node-count"] == "4"
         # a new template version (e.g. a new Deep Learning AMI) never replaces a running node
         assert grown.ignore_changes == ("launchTemplate",)
+        assert grown.replacement_trigger == node.replacement_trigger
+        assert grown.replacement_trigger.startswith("p4d.24xlarge/subnet-")
+
+
+def test_changing_instance_type_replaces_the_nodes(train_plan):
+    """Nodes ignore template changes, so what needs a new node must say so explicitly."""
+    other = plan_config({**TRAIN_LIKE, "gpu-cluster:instanceType": "p5.48xlarge"}, stack="train")
+    assert other.error is None, other.error
+    before = {r.name: r.replacement_trigger for r in train_plan.of_type(INSTANCE)}
+    after = {r.name: r.replacement_trigger for r in other.of_type(INSTANCE)}
+    assert set(before) == set(after)
+    for name, trigger in before.items():
+        assert trigger and after[name] and trigger != after[name]
+        assert after[name].startswith("p5.48xlarge/") and "31.0:efa-only" in after[name]
 
 
 def test_node_list_refresh_script_runs(tmp_path):

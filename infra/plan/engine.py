@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.config import set_all_config
@@ -41,6 +42,7 @@ class PlannedResource:
     retain_on_delete: bool
     op: str = "create"
     ignore_changes: tuple[str, ...] = ()
+    replacement_trigger: Any = None
 
 
 @dataclass
@@ -124,6 +126,11 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
                 ignore_changes=tuple(request.ignoreChanges),
+                replacement_trigger=(
+                    json_format.MessageToDict(request.replacement_trigger)
+                    if request.HasField("replacement_trigger")
+                    else None
+                ),
             )
         )
 
