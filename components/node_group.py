@@ -162,6 +162,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                     "id": self.launch_template.id,
                     "version": self.launch_template.latest_version.apply(str),
                 },
+                instance_type=args.facts.instance_type,  # as in the template; explicit per node
                 tags={
                     **args.tags,
                     "Name": child_name(name, node_name(index)),

@@ -70,6 +70,7 @@ def test_cli_json_has_preview_shape_and_train_acceptance():
     (template,) = by_type["aws:ec2/launchTemplate:LaunchTemplate"]
     nodes = by_type["aws:ec2/instance:Instance"]
     assert len(nodes) == 4 and template["inputs"]["instanceType"] == "p4d.24xlarge"
+    assert [n["inputs"]["instanceType"] for n in nodes] == ["p4d.24xlarge"] * 4
     assert all(template["urn"] in n["dependencies"] for n in nodes)
     efa_cards = sorted(
         n["networkCardIndex"]
