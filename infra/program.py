@@ -9,6 +9,7 @@ from components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
 from components.data_vault import DataVault, DataVaultArgs
 from components.naming import cluster_tags
 from components.node_group import RootVolume
+from components.quotas import on_demand_quota, vcpus_needed
 from infra.config import load_from_pulumi
 from infra.validation import ResolvedCluster, ResolvedData
 
@@ -72,6 +73,13 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("bucketName", cluster.bucket_name)
     if cluster.torchrun_commands is not None:
         pulumi.export("torchrunCommands", cluster.torchrun_commands)
+    pulumi.export(
+        "onDemandQuota",
+        {
+            "quota": on_demand_quota(spec.facts.instance_type),
+            "vcpusNeeded": vcpus_needed(spec.facts.vcpus, spec.node_count),
+        },
+    )
     if spec.hourly_usd is not None:
         pulumi.export("estimatedUsdPerHour", round(spec.hourly_usd * spec.node_count, 2))
     return cluster

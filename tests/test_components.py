@@ -156,6 +156,7 @@ def test_user_data_builds_raid0_and_node_list(train_plan):
 
 def test_stack_outputs(train_plan):
     out = train_plan.outputs
+    assert out["onDemandQuota"] == {"quota": "Running On-Demand P instances", "vcpusNeeded": 384}
     assert out["totalGpus"] == 32 and out["nodeCount"] == 4
     assert len(out["nodePrivateIps"]) == 4
     assert len(out["ssmSessionCommands"]) == 4

@@ -96,6 +96,7 @@ def test_cli_text_tree_has_totals():
     assert "Nodes: 4 x p4d.24xlarge" in result.stdout and "GPUs: 32" in result.stdout
     assert "aws:ec2/launchTemplate:LaunchTemplate  train-nodes-launch-template" in result.stdout
     assert "/hour" in result.stdout
+    assert "EC2 quota needed: 384 vCPUs of 'Running On-Demand P instances'" in result.stdout
 
 
 def test_cli_unknown_stack_is_a_message():

@@ -104,6 +104,12 @@ def text_tree(plan: Plan) -> str:
             f"   GPUs: {outputs['totalGpus']}"
             f"   EFA interfaces per node: {outputs['efaInterfacesPerNode']}"
         )
+    if "onDemandQuota" in outputs:
+        quota = outputs["onDemandQuota"]
+        lines.append(
+            f"EC2 quota needed: {quota['vcpusNeeded']} vCPUs of '{quota['quota']}' "
+            "(Service Quotas, per region)"
+        )
     if "estimatedUsdPerHour" in outputs:
         hourly = outputs["estimatedUsdPerHour"]
         lines.append(
