@@ -69,6 +69,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("totalGpus", cluster.total_gpus)
     pulumi.export("efaInterfacesPerNode", cluster.efa_interfaces_per_node)
     pulumi.export("nodePrivateIps", cluster.private_ips)
+    pulumi.export("instanceIds", cluster.nodes.instance_ids)
     pulumi.export("ssmSessionCommands", cluster.ssm_commands)
     pulumi.export("bucketName", cluster.bucket_name)
     if cluster.torchrun_commands is not None:

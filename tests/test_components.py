@@ -160,6 +160,8 @@ def test_stack_outputs(train_plan):
     assert out["totalGpus"] == 32 and out["nodeCount"] == 4
     assert len(out["nodePrivateIps"]) == 4
     assert len(out["ssmSessionCommands"]) == 4
+    assert [c.rsplit(" ", 1)[1] for c in out["ssmSessionCommands"]] == out["instanceIds"]
+    assert all(i.startswith("i-") for i in out["instanceIds"])
     assert all(c.startswith("aws ssm start-session") for c in out["ssmSessionCommands"])
     master = out["nodePrivateIps"][0]
     for rank, command in enumerate(out["torchrunCommands"]):
