@@ -10,12 +10,12 @@ import pulumi_aws as aws
 from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.datastore import DataStore, DataStoreArgs
-from components.naming import child_name
+from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs, RootVolume
 from components.security import ClusterSecurity, ClusterSecurityArgs
-from components.user_data import CLUSTER_TAG, BootConfig, render_user_data, torchrun_command
+from components.user_data import BootConfig, render_user_data, torchrun_command
 
 DLAMI_TYPE = "oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04"
 DLAMI_ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs boot from /dev/sda1 (Amazon Linux: /dev/xvda)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 MANAGED_BY_TAG = {"managed-by": "gpu-cluster"}
+CLUSTER_TAG = "gpu-cluster:name"  # nodes find each other by it
 
 
 def child_name(parent: str, role: str) -> str:
@@ -23,7 +24,7 @@ def merge_tags(*layers: Mapping[str, str] | None) -> dict[str, str]:
 
 def cluster_tags(cluster: str, user_tags: Mapping[str, str] | None = None) -> dict[str, str]:
     """The tags every resource of a cluster carries (user tags may not drop the cluster tag)."""
-    return merge_tags(MANAGED_BY_TAG, user_tags, {"gpu-cluster:name": cluster})
+    return merge_tags(MANAGED_BY_TAG, user_tags, {CLUSTER_TAG: cluster})
 
 
 def node_name(index: int) -> str:

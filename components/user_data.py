@@ -10,13 +10,14 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from components.naming import CLUSTER_TAG
+
 SCRATCH_MOUNT = "/mnt/nvme"
 NODE_LIST_PATH = "/etc/gpu-cluster/nodes"
 TORCHRUN_ENV_PATH = "/etc/gpu-cluster/torchrun.env"
 RENDEZVOUS_PORT = 29500
 NODE_INDEX_TAG = "gpu-cluster:node-index"
 NODE_COUNT_TAG = "gpu-cluster:node-count"
-CLUSTER_TAG = "gpu-cluster:name"
 REFRESH_SCRIPT = "/usr/local/sbin/gpu-cluster-nodes"
 
 

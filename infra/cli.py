@@ -55,6 +55,7 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog_refresh(args: argparse.Namespace) -> int:
+    from components.catalog import CATALOG_PATH
     from infra.aws import AwsError
     from infra.catalog_refresh import DEFAULT_REGIONS, fetch_catalog, write_catalog
 
@@ -63,7 +64,7 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
     except AwsError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    path = write_catalog(catalog, args.output) if args.output else write_catalog(catalog)
+    path = write_catalog(catalog, args.output or CATALOG_PATH)
     print(
         f"wrote {len(catalog.instance_types)} GPU instance types for "
         f"{len(catalog.offerings)} regions to {path}"

@@ -439,17 +439,12 @@ def check_network(
         ]
     layout = default_layout(network.vpc_cidr)
     private, public = layout.private, layout.public
-    for field, text in (
-        ("privateSubnetCidr", network.private_subnet_cidr),
-        ("publicSubnetCidr", network.public_subnet_cidr),
+    for field, text, example in (
+        ("privateSubnetCidr", network.private_subnet_cidr, layout.private),
+        ("publicSubnetCidr", network.public_subnet_cidr, layout.public),
     ):
         if text is None:
             continue
-        example = (
-            default_layout(str(vpc)).private
-            if field == "privateSubnetCidr"
-            else (default_layout(str(vpc)).public)
-        )
         subnet, found = _network(text, key(f"network.{field}"), str(example))
         problems += found
         if subnet is None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pulumi
 
+from components.user_data import NODE_INDEX_TAG
+
 MOCK_ACCOUNT = "123456789012"
 MOCK_AMI = {"x86_64": "ami-0a1b2c3d4e5f60718", "arm64": "ami-0f1e2d3c4b5a69788"}
 FIRST_NODE_HOST = 10  # leave room for the endpoint ENIs at the start of the subnet
@@ -86,7 +88,7 @@ class PlanMocks(pulumi.runtime.Mocks):
     def _node_address(self, inputs: dict[str, Any]) -> str:
         """Node i gets the i-th address after the reserved start of the node subnet, whatever
         order the engine registers nodes in (so plans are reproducible)."""
-        index = int((inputs.get("tags") or {}).get("gpu-cluster:node-index", 0))
+        index = int((inputs.get("tags") or {}).get(NODE_INDEX_TAG, 0))
         network = self._node_network or ipaddress.IPv4Network("10.0.0.0/24")
         return str(network[FIRST_NODE_HOST + index])
 
