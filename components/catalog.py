@@ -8,7 +8,7 @@ This module only reads it and converts raw API items; it never talks to AWS.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -170,6 +170,9 @@ class Catalog:
     instance_types: dict[str, InstanceFacts]
     offerings: dict[str, dict[str, frozenset[str]]]
     source: str = ""
+    # AZ name -> AZ id per region (names map to different physical zones in each account; the
+    # bundled mapping is the refreshing account's, prices are keyed by AZ id)
+    zone_ids: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def get(self, instance_type: str) -> InstanceFacts | None:
         return self.instance_types.get(instance_type)
@@ -184,6 +187,12 @@ class Catalog:
 
     def zones(self, region: str) -> list[str]:
         return sorted(self.offerings.get(region, {}))
+
+    def zone_id(self, region: str, zone: str) -> str | None:
+        return self.zone_ids.get(region, {}).get(zone)
+
+    def zone_name(self, region: str, zone_id: str) -> str | None:
+        return next((n for n, i in self.zone_ids.get(region, {}).items() if i == zone_id), None)
 
     def zones_offering(self, region: str, instance_type: str) -> list[str]:
         return sorted(
@@ -216,6 +225,10 @@ class Catalog:
                 region: {zone: sorted(types) for zone, types in sorted(zones.items())}
                 for region, zones in sorted(self.offerings.items())
             },
+            "zone_ids": {
+                region: dict(sorted(zones.items()))
+                for region, zones in sorted(self.zone_ids.items())
+            },
         }
 
     @classmethod
@@ -230,6 +243,7 @@ class Catalog:
                 for region, zones in data["offerings"].items()
             },
             source=data.get("source", ""),
+            zone_ids=data.get("zone_ids", {}),
         )
 
 

@@ -10,12 +10,19 @@ import pulumi_aws as aws
 from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.datastore import DataStore, DataStoreArgs
+from components.launch_template import RootVolume
 from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout
-from components.node_group import GpuNodeGroup, GpuNodeGroupArgs, RootVolume
+from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
+from components.purchase import OnDemand, Purchase, Spot
 from components.security import ClusterSecurity, ClusterSecurityArgs
-from components.user_data import BootConfig, render_user_data, torchrun_command
+from components.user_data import (
+    BootConfig,
+    render_user_data,
+    run_on_every_node_command,
+    torchrun_command,
+)
 
 DLAMI_TYPE = "oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04"
 DLAMI_ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs boot from /dev/sda1 (Amazon Linux: /dev/xvda)
@@ -45,6 +52,7 @@ class GpuClusterArgs:
     availability_zone: str
     layout: SubnetLayout
     storage: StorageArgs
+    purchase: Purchase = field(default_factory=OnDemand)
     ami_ssm_parameter: str | None = None
     ami_id: str | None = None
     root_volume: RootVolume = field(default_factory=RootVolume)
@@ -59,6 +67,28 @@ class GpuClusterArgs:
 
 def ssm_session_command(instance_id: str, region: str) -> str:
     return f"aws ssm start-session --region {region} --target {instance_id}"
+
+
+def list_nodes_command(group: str, region: str) -> str:
+    """The group's running nodes: instance id, private IP, type, spot or not, launch time."""
+    return (
+        f"aws ec2 describe-instances --region {region} --filters "
+        f"Name=tag:aws:autoscaling:groupName,Values={group} "
+        "Name=instance-state-name,Values=pending,running --query "
+        "'Reservations[].Instances[].[InstanceId,PrivateIpAddress,InstanceType,"
+        "InstanceLifecycle,LaunchTime]' --output table"
+    )
+
+
+def ssm_first_node_command(group: str, region: str) -> str:
+    """A shell on the group's oldest running node (the rendezvous host)."""
+    first = (
+        f"aws ec2 describe-instances --region {region} --filters "
+        f"Name=tag:aws:autoscaling:groupName,Values={group} "
+        "Name=instance-state-name,Values=running --query "
+        "'sort_by(Reservations[].Instances[], &LaunchTime)[0].InstanceId' --output text"
+    )
+    return f"aws ssm start-session --region {region} --target $({first})"
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -148,10 +178,12 @@ class GpuCluster(pulumi.ComponentResource):
                             nvme_disk_count=args.facts.nvme_disk_count,
                             efa_interfaces=efa_interfaces,
                             bucket=bucket,
+                            spot=isinstance(args.purchase, Spot),
                         )
                     )
                 ),
                 availability_zone=args.availability_zone,
+                purchase=args.purchase,
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
                 tags={**args.tags, CLUSTER_TAG: name},
@@ -160,29 +192,31 @@ class GpuCluster(pulumi.ComponentResource):
         )
         self.efa_interfaces_per_node = efa_interfaces
         self.bucket_name = pulumi.Output.from_input(bucket_name)
-        self.private_ips = self.nodes.private_ips
         self.total_gpus = args.total_gpus
-        self.ssm_commands = self.nodes.instance_ids.apply(
-            lambda ids: [ssm_session_command(i, args.region) for i in ids]
-        )
-        self.torchrun_commands = (
-            self.private_ips.apply(
-                lambda ips: [
-                    torchrun_command(name, args.node_count, gpus_per_node, rank, ips[0])
-                    for rank in range(args.node_count)
-                ]
-            )
-            if args.node_count > 1
-            else None
-        )
-        outputs = {
-            "nodePrivateIps": self.private_ips,
-            "instanceIds": self.nodes.instance_ids,
-            "ssmSessionCommands": self.ssm_commands,
+        self.node_group_name = self.nodes.group_name
+        self.job_command = torchrun_command() if args.node_count > 1 else None
+        outputs: dict[str, pulumi.Input] = {
             "bucketName": self.bucket_name,
             "totalGpus": self.total_gpus,
             "efaInterfacesPerNode": self.efa_interfaces_per_node,
         }
-        if self.torchrun_commands is not None:
-            outputs["torchrunCommands"] = self.torchrun_commands
+        if self.node_group_name is not None:  # an Auto Scaling group: nodes come and go
+            group = self.node_group_name
+            self.list_nodes_command = group.apply(lambda g: list_nodes_command(g, args.region))
+            self.ssm_commands = group.apply(lambda g: [ssm_first_node_command(g, args.region)])
+            outputs |= {"nodeGroupName": group, "listNodesCommand": self.list_nodes_command}
+            if self.job_command:
+                self.run_everywhere_command = group.apply(
+                    lambda g: run_on_every_node_command(args.region, "aws:autoscaling:groupName", g)
+                )
+                outputs["runOnEveryNodeCommand"] = self.run_everywhere_command
+        else:
+            self.private_ips = self.nodes.private_ips
+            self.ssm_commands = self.nodes.instance_ids.apply(
+                lambda ids: [ssm_session_command(i, args.region) for i in ids]
+            )
+            outputs |= {"nodePrivateIps": self.private_ips, "instanceIds": self.nodes.instance_ids}
+        outputs["ssmSessionCommands"] = self.ssm_commands
+        if self.job_command:
+            outputs["torchrunCommand"] = self.job_command
         self.register_outputs(outputs)

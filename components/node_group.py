@@ -1,27 +1,65 @@
-"""GpuNodeGroup: placement group, launch template (EFA layout, IMDSv2, encrypted root) and nodes."""
+"""GpuNodeGroup: placement group, launch template and the nodes, bought the way the stack says.
+
+One mechanism for every purchase option: an Auto Scaling group (min = max = desired = nodes)
+in the node subnet and placement group. It launches from the launch template version the
+program passes, so a node launched later always gets the current template; it never replaces a
+running node because the template changed (no instance refresh unless the user starts one);
+and it replaces an interrupted or failed node by itself, without `pulumi up`.
+
+One on-demand node is a plain instance instead (a dev box: its root disk survives a stop).
+
+Engine semantics relied on: neither resource carries ``ignore_changes`` (the engine copies the
+old value of an ignored property into the new inputs, replacements included:
+pkg/resource/deploy/step_generator.go, processIgnoreChanges). What a running node cannot change
+(its type, subnet, placement group, NIC layout) is in a ``replacement_trigger``, and such
+replacements are delete-before-replace: the old nodes are gone before new ones launch, so the
+quota, the placement group's capacity and the subnet are never needed twice, and the old subnet
+and placement group are free to be deleted.
+"""
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
 from components.catalog import InstanceFacts
+from components.launch_template import (
+    RootVolume,
+    encoded_user_data,
+    metadata_options,
+    network_interface_specs,
+    nic_signature,
+    root_block_device,
+    tag_specifications,
+)
 from components.naming import child_name, node_name
-from components.nic_layout import NicSlot, nic_layout
-from components.user_data import NODE_COUNT_TAG, NODE_INDEX_TAG
+from components.nic_layout import nic_layout
+from components.node_events import record_node_events
+from components.purchase import (
+    CapacityBlock,
+    CapacityReservation,
+    OnDemand,
+    Purchase,
+    Spot,
+    group_reservation_target,
+    instance_types,
+    is_single_instance,
+    mixed_instances_policy,
+    template_market_options,
+    template_reservation,
+    uses_placement_group,
+)
 
-IMDS_HOP_LIMIT = 2  # containers on the node reach IMDS; nothing further away does
+__all__ = ["GpuNodeGroup", "GpuNodeGroupArgs", "RootVolume"]
+
 CLUSTER_STRATEGY = "cluster"
-
-
-@dataclass
-class RootVolume:
-    size_gib: int = 200
-    iops: int = 3000
-    throughput_mibps: int = 125
+# Terminate first, then launch: never more nodes than asked for (vCPU quota, placement-group
+# and reservation capacity), and all of them may be replaced together on request.
+MAINTENANCE_POLICY = {"min_healthy_percentage": 0, "max_healthy_percentage": 100}
+DEFAULT_VERSION = "$Default"
+HEALTH_CHECK_GRACE_SECONDS = 900  # GPU nodes boot, build RAID0 and wait for peers
 
 
 @dataclass
@@ -37,49 +75,18 @@ class GpuNodeGroupArgs:
     kms_key_arn: pulumi.Input[str]
     user_data: pulumi.Input[str]
     availability_zone: str
+    purchase: Purchase = field(default_factory=OnDemand)
     root_volume: RootVolume = field(default_factory=RootVolume)
     public_ip: bool = False
     tags: dict[str, str] = field(default_factory=dict)
 
 
-def needs_placement_group(node_count: int, efa: bool) -> bool:
-    """Multi-node or EFA traffic wants the lowest-latency, highest-throughput placement."""
-    return node_count > 1 or efa
-
-
-def network_interface_specs(
-    slots: tuple[NicSlot, ...],
-    subnet_id: pulumi.Input[str],
-    security_group_id: pulumi.Input[str],
-    public_ip: bool,
-) -> list[dict]:
-    """Launch-template network interfaces for a NIC layout."""
-    specs = []
-    for slot in slots:
-        spec = {
-            "network_card_index": slot.network_card_index,
-            "device_index": slot.device_index,
-            "subnet_id": subnet_id,
-            "security_groups": [security_group_id],
-            "delete_on_termination": "true",
-        }
-        if slot.interface_type != "interface":
-            spec["interface_type"] = slot.interface_type
-        if slot.network_card_index == 0 and slot.device_index == 0:
-            spec["associate_public_ip_address"] = "true" if public_ip else "false"
-        specs.append(spec)
-    return specs
-
-
-def nic_signature(slots: tuple[NicSlot, ...]) -> str:
-    """A compact description of a NIC layout, e.g. ``0.0:interface,0.1:efa-only``."""
-    return ",".join(f"{s.network_card_index}.{s.device_index}:{s.interface_type}" for s in slots)
-
-
 class GpuNodeGroup(pulumi.ComponentResource):
-    nodes: list[aws.ec2.Instance]
     placement_group: aws.ec2.PlacementGroup | None
+    reservation: aws.ec2.CapacityReservation | None
     launch_template: aws.ec2.LaunchTemplate
+    group: aws.autoscaling.Group | None
+    instance: aws.ec2.Instance | None
 
     def __init__(
         self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
@@ -88,18 +95,15 @@ class GpuNodeGroup(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.nic_slots = nic_layout(args.facts, args.efa)
         self.placement_group = None
-        placement = None
-        if needs_placement_group(args.node_count, args.efa):
+        self.reservation = None
+        self.group = None
+        self.instance = None
+        if uses_placement_group(args.purchase, args.node_count, args.efa):
             self.placement_group = aws.ec2.PlacementGroup(
-                child_name(name, "placement"),
-                strategy=CLUSTER_STRATEGY,
-                tags=args.tags,
-                opts=child,
+                child_name(name, "placement"), strategy=CLUSTER_STRATEGY, tags=args.tags, opts=child
             )
-            placement = {
-                "group_name": self.placement_group.name,
-                "availability_zone": args.availability_zone,
-            }
+        if isinstance(args.purchase, CapacityReservation) and args.purchase.create:
+            self.reservation = self._reservation(name, args)
         self.launch_template = aws.ec2.LaunchTemplate(
             child_name(name, "launch-template"),
             image_id=args.ami_id,
@@ -107,78 +111,150 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ebs_optimized="true",
             update_default_version=True,
             iam_instance_profile={"arn": args.instance_profile_arn},
-            metadata_options={
-                "http_endpoint": "enabled",
-                "http_tokens": "required",
-                "http_put_response_hop_limit": IMDS_HOP_LIMIT,
-                "instance_metadata_tags": "enabled",
-            },
+            metadata_options=metadata_options(),
             block_device_mappings=[
-                {
-                    "device_name": args.root_device_name,
-                    "ebs": {
-                        "volume_type": "gp3",
-                        "volume_size": args.root_volume.size_gib,
-                        "iops": args.root_volume.iops,
-                        "throughput": args.root_volume.throughput_mibps,
-                        "encrypted": "true",
-                        "kms_key_id": args.kms_key_arn,
-                        "delete_on_termination": "true",
-                    },
-                }
+                root_block_device(args.root_device_name, args.root_volume, args.kms_key_arn)
             ],
             network_interfaces=network_interface_specs(
                 self.nic_slots, args.subnet_id, args.security_group_id, args.public_ip
             ),
-            placement=placement,
-            user_data=pulumi.Output.from_input(args.user_data).apply(
-                lambda script: base64.b64encode(script.encode()).decode()
+            placement=(
+                {
+                    "group_name": self.placement_group.name,
+                    "availability_zone": args.availability_zone,
+                }
+                if self.placement_group
+                else {"availability_zone": args.availability_zone}
             ),
-            tag_specifications=[
-                {"resource_type": kind, "tags": args.tags}
-                for kind in ("instance", "volume", "network-interface")
-            ],
+            instance_market_options=template_market_options(args.purchase),
+            capacity_reservation_specification=template_reservation(args.purchase),
+            user_data=encoded_user_data(args.user_data),
+            tag_specifications=tag_specifications(args.tags),
             tags=args.tags,
             opts=child,
         )
-        # A changed template (a new Deep Learning AMI behind the SSM parameter, a new disk
-        # size) applies to nodes launched from then on; it never replaces a running node.
-        # What a node cannot change in place (type, subnet/AZ, placement group, NIC layout)
-        # replaces it, through the replacement trigger.
-        keep_running = pulumi.ResourceOptions(
+        # The group names the exact version: a new version updates the group in place (no
+        # instance refresh is configured), so only nodes launched afterwards use it, and
+        # `pulumi preview` shows the change; AWS asks for a pinned version with Capacity Blocks.
+        template = {
+            "id": self.launch_template.id,
+            "version": self.launch_template.latest_version.apply(str),
+        }
+        replace_when = pulumi.ResourceOptions(
             parent=self,
-            ignore_changes=["launchTemplate"],
+            delete_before_replace=True,
             replacement_trigger=pulumi.Output.all(
-                args.facts.instance_type,
+                ",".join(instance_types(args.facts.instance_type, args.purchase)),
                 args.subnet_id,
                 self.placement_group.name if self.placement_group else "",
                 nic_signature(self.nic_slots),
             ).apply(lambda parts: "/".join(str(part) for part in parts)),
         )
-        self.nodes = [
-            aws.ec2.Instance(
-                child_name(name, node_name(index)),
-                launch_template={
-                    "id": self.launch_template.id,
-                    "version": self.launch_template.latest_version.apply(str),
-                },
-                instance_type=args.facts.instance_type,  # as in the template; explicit per node
-                tags={
-                    **args.tags,
-                    "Name": child_name(name, node_name(index)),
-                    NODE_INDEX_TAG: str(index),
-                    NODE_COUNT_TAG: str(args.node_count),  # a tag: resizing updates it in place
-                },
-                opts=keep_running,
+        if is_single_instance(args.purchase, args.node_count):
+            self.instance = self._single_instance(name, args, template, replace_when)
+            self.instance_ids = pulumi.Output.all(self.instance.id)
+            self.private_ips = pulumi.Output.all(self.instance.private_ip)
+            self.group_name: pulumi.Output[str] | None = None
+        else:
+            self.group = self._group(name, args, template, replace_when)
+            self.group_name = self.group.name
+            self.events_log = record_node_events(
+                name,
+                self.group.name,
+                spot=isinstance(args.purchase, Spot),
+                kms_key_arn=args.kms_key_arn,
+                tags=args.tags,
+                parent=self,
             )
-            for index in range(args.node_count)
-        ]
-        self.private_ips = pulumi.Output.all(*(node.private_ip for node in self.nodes))
-        self.instance_ids = pulumi.Output.all(*(node.id for node in self.nodes))
-        self.register_outputs(
-            {
-                "instanceIds": self.instance_ids,
-                "privateIps": self.private_ips,
-                "launchTemplateId": self.launch_template.id,
-            }
+        outputs = {"launchTemplateId": self.launch_template.id}
+        if self.group is not None:
+            outputs["groupName"] = self.group.name
+        else:
+            outputs |= {"instanceIds": self.instance_ids, "privateIps": self.private_ips}
+        self.register_outputs(outputs)
+
+    def _reservation(self, name: str, args: GpuNodeGroupArgs) -> aws.ec2.CapacityReservation:
+        """A targeted On-Demand Capacity Reservation inside the placement group (as AWS
+        recommends for cluster placement groups). It bills at the on-demand rate from creation
+        until it ends or the stack is destroyed, whether nodes use it or not."""
+        purchase = args.purchase
+        assert isinstance(purchase, CapacityReservation)
+        return aws.ec2.CapacityReservation(
+            child_name(name, "reservation"),
+            instance_type=args.facts.instance_type,
+            instance_platform="Linux/UNIX",
+            availability_zone=args.availability_zone,
+            instance_count=args.node_count,
+            instance_match_criteria="targeted",
+            ebs_optimized=True,
+            placement_group_arn=self.placement_group.arn if self.placement_group else None,
+            end_date_type="limited" if purchase.end_date else "unlimited",
+            end_date=purchase.end_date,
+            tags=args.tags,
+            # AWS cannot move a reservation out of a placement group: a new group, a new one.
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                delete_before_replace=True,
+                replacement_trigger=self.placement_group.name if self.placement_group else "",
+            ),
+        )
+
+    def _group(
+        self,
+        name: str,
+        args: GpuNodeGroupArgs,
+        template: dict,
+        opts: pulumi.ResourceOptions,
+    ) -> aws.autoscaling.Group:
+        purchase = args.purchase
+        tags = {**args.tags, "Name": child_name(name, "node")}
+        spot = isinstance(purchase, Spot)
+        return aws.autoscaling.Group(
+            child_name(name, "group"),
+            min_size=args.node_count,
+            max_size=args.node_count,
+            desired_capacity=args.node_count,
+            vpc_zone_identifiers=[args.subnet_id],
+            placement_group=self.placement_group.name if self.placement_group else None,
+            launch_template=None if spot else template,
+            mixed_instances_policy=(
+                mixed_instances_policy(
+                    purchase, args.facts.instance_type, template, args.node_count
+                )
+                if isinstance(purchase, Spot)
+                else None
+            ),
+            capacity_rebalance=spot,
+            capacity_reservation_specification=group_reservation_target(
+                purchase, self.reservation.id if self.reservation else None
+            ),
+            instance_maintenance_policy=MAINTENANCE_POLICY,
+            health_check_type="EC2",
+            health_check_grace_period=HEALTH_CHECK_GRACE_SECONDS,
+            # A Capacity Block may start later: do not hold `pulumi up` until it is active.
+            wait_for_capacity_timeout="0" if isinstance(purchase, CapacityBlock) else None,
+            tags=[
+                {"key": key, "value": value, "propagate_at_launch": True}
+                for key, value in sorted(tags.items())
+            ],
+            opts=opts,
+        )
+
+    def _single_instance(
+        self,
+        name: str,
+        args: GpuNodeGroupArgs,
+        template: dict,
+        opts: pulumi.ResourceOptions,
+    ) -> aws.ec2.Instance:
+        # "$Default" keeps a running box through template changes: `pulumi up` sees no diff,
+        # and a replacement launches the template's current default version. The provider
+        # re-reads the numeric version on `pulumi refresh` (flattenInstanceLaunchTemplate), after
+        # which a moved default replaces the box (its CustomizeDiff forces a new instance).
+        return aws.ec2.Instance(
+            child_name(name, node_name(0)),
+            launch_template={"id": template["id"], "version": DEFAULT_VERSION},
+            instance_type=args.facts.instance_type,  # as in the template; explicit per node
+            tags={**args.tags, "Name": child_name(name, node_name(0))},
+            opts=opts,
         )

@@ -78,7 +78,8 @@ def ec2_assume_role_policy() -> dict[str, Any]:
 
 def node_access_policy(bucket_arn: str, key_arns: list[str]) -> dict[str, Any]:
     """Least privilege for a node: read/write the cluster bucket, use its key(s), and list
-    the cluster's instances (to write the node list at boot; Describe* has no resource scope)."""
+    the cluster's instances and their group's size (for the node list; Describe* calls have no
+    resource scope)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -113,7 +114,7 @@ def node_access_policy(bucket_arn: str, key_arns: list[str]) -> dict[str, Any]:
             {
                 "Sid": "DiscoverClusterNodes",
                 "Effect": "Allow",
-                "Action": "ec2:DescribeInstances",
+                "Action": ["ec2:DescribeInstances", "autoscaling:DescribeAutoScalingGroups"],
                 "Resource": "*",
             },
         ],

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 from components.catalog import CATALOG_PATH, Catalog, facts_from_describe, is_nvidia_gpu_item
-from infra.aws import client, paginate
+from infra.aws import AwsError, client, paginate
 
 DEFAULT_REGIONS = (
     "us-east-1",
@@ -29,6 +31,7 @@ def fetch_catalog(
     regions = list(regions)
     instance_types = {}
     offerings: dict[str, dict[str, frozenset[str]]] = {}
+    zone_ids: dict[str, dict[str, str]] = {}
     for region in regions:
         ec2 = client("ec2", region, session)
         for item in paginate(ec2, "ec2", "DescribeInstanceTypes", "InstanceTypes"):
@@ -45,12 +48,28 @@ def fetch_catalog(
             if offer["InstanceType"] in instance_types:
                 zones.setdefault(offer["Location"], set()).add(offer["InstanceType"])
         offerings[region] = {zone: frozenset(types) for zone, types in zones.items()}
+        zone_ids[region] = describe_zone_ids(ec2)
     return Catalog(
         instance_types=instance_types,
         offerings=offerings,
         source="EC2 DescribeInstanceTypes + DescribeInstanceTypeOfferings "
-        f"(availability-zone) for {', '.join(regions)}",
+        f"(availability-zone) + DescribeAvailabilityZones for {', '.join(regions)}",
+        zone_ids=zone_ids,
     )
+
+
+def describe_zone_ids(ec2: Any) -> dict[str, str]:
+    """This account's AZ name -> AZ id mapping (prices are published per AZ id)."""
+    try:
+        zones = ec2.describe_availability_zones()["AvailabilityZones"]
+    except ClientError as exc:
+        raise AwsError(
+            f"ec2:DescribeAvailabilityZones failed: {exc}. The caller needs IAM permission "
+            "'ec2:DescribeAvailabilityZones'."
+        ) from exc
+    return {
+        zone["ZoneName"]: zone["ZoneId"] for zone in zones if zone.get("ZoneType") != "local-zone"
+    }
 
 
 def write_catalog(catalog: Catalog, path: Path = CATALOG_PATH) -> Path:

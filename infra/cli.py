@@ -36,7 +36,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_catalog_list(args: argparse.Namespace) -> int:
     from components.catalog import load_catalog
-    from infra.prices import on_demand_hourly
+    from infra.cost.gpu_prices import on_demand_hourly
 
     catalog = load_catalog()
     print(
@@ -72,6 +72,70 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    from infra.cost.command import run_cost
+    from infra.cost.model import Usage
+
+    usage = Usage(
+        hours_per_day=args.hours_per_day,
+        days_per_month=args.days_per_month,
+        dataset_gb=args.dataset_gb,
+        flow_log_gb_per_month=args.flow_log_gb,
+        savings_plan_1y=args.savings_plan_1y,
+        savings_plan_3y=args.savings_plan_3y,
+    )
+    return run_cost(args.stack, usage, args.json, args.quote_capacity_block)
+
+
+def cmd_block_offerings(args: argparse.Namespace) -> int:
+    from infra.aws.block_command import run_offerings
+
+    return run_offerings(args.stack, args.hours, args.start)
+
+
+def cmd_block_purchase(args: argparse.Namespace) -> int:
+    from infra.aws.block_command import run_purchase
+
+    return run_purchase(args.offering_id, args.region, args.yes)
+
+
+def cmd_prices_refresh(args: argparse.Namespace) -> int:
+    from infra.aws.price_refresh import fetch_prices, write_prices
+    from infra.catalog_refresh import DEFAULT_REGIONS
+    from infra.cost.gpu_prices import META_PATH, PRICES_PATH
+    from infra.errors import AwsError
+
+    regions = args.region or list(DEFAULT_REGIONS)
+    try:
+        rows = fetch_prices(regions)
+    except AwsError as error:
+        print(f"error: {error}\nThe price snapshot was kept unchanged.", file=sys.stderr)
+        return EXIT_USAGE
+    if not rows:
+        print("error: AWS returned no prices; the snapshot was kept unchanged.", file=sys.stderr)
+        return EXIT_USAGE
+    prices = args.output or PRICES_PATH
+    meta = args.output.with_suffix(".meta.json") if args.output else META_PATH
+    write_prices(rows, regions, prices, meta)
+    print(f"wrote {len(rows)} price rows for {len(regions)} regions to {prices}")
+    return EXIT_OK
+
+
+def bounded(low: float, high: float, name: str):
+    """An argparse type: a number within [low, high], or a one-line usage error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{name} must be {low:g}-{high:g}, got {text}")
+        return value
+
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="gpuc", description="gpu-cluster: GPU clusters on AWS")
     sub = root.add_subparsers(dest="command", required=True)
@@ -79,6 +143,61 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
     plan.set_defaults(func=cmd_plan)
+    cost = sub.add_parser("cost", help="a stack's cost, line by line, and every way to buy it")
+    cost.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    cost.add_argument(
+        "--hours-per-day",
+        type=bounded(0, 24, "--hours-per-day"),
+        default=24.0,
+        help="hours a day the nodes run (default 24)",
+    )
+    cost.add_argument(
+        "--days-per-month",
+        type=bounded(0, 31, "--days-per-month"),
+        default=30.0,
+        help="days a month the stack exists (default 30)",
+    )
+    cost.add_argument("--dataset-gb", type=bounded(0, 1e9, "--dataset-gb"), help="data in S3")
+    cost.add_argument(
+        "--flow-log-gb", type=bounded(0, 1e9, "--flow-log-gb"), help="flow logs GB/month"
+    )
+    cost.add_argument(
+        "--savings-plan-1y",
+        type=bounded(0, 0.99, "--savings-plan-1y"),
+        help="1-year savings plan discount rate, e.g. 0.3",
+    )
+    cost.add_argument(
+        "--savings-plan-3y",
+        type=bounded(0, 0.99, "--savings-plan-3y"),
+        help="3-year savings plan discount rate, e.g. 0.5",
+    )
+    cost.add_argument(
+        "--quote-capacity-block",
+        action="store_true",
+        help="price a capacity block from live offerings (needs AWS credentials)",
+    )
+    cost.add_argument("--json", action="store_true", help="the same numbers as JSON")
+    cost.set_defaults(func=cmd_cost)
+    block = sub.add_parser("capacity-block", help="EC2 Capacity Blocks for ML (needs AWS)")
+    block_sub = block.add_subparsers(dest="block_command", required=True)
+    offerings = block_sub.add_parser("offerings", help="offerings for a stack's nodes")
+    offerings.add_argument("--stack", "-s", required=True)
+    offerings.add_argument("--hours", type=int, required=True, help="block length, whole days")
+    offerings.add_argument("--start", help="earliest start date (UTC), e.g. 2027-01-15")
+    offerings.set_defaults(func=cmd_block_offerings)
+    buy = block_sub.add_parser("purchase", help="buy an offering (cannot be cancelled)")
+    buy.add_argument("offering_id")
+    buy.add_argument("--region", default="us-east-1")
+    buy.add_argument("--yes", action="store_true", help="confirm: the block cannot be cancelled")
+    buy.set_defaults(func=cmd_block_purchase)
+    prices = sub.add_parser("prices", help="the bundled GPU price snapshot")
+    prices_sub = prices.add_subparsers(dest="prices_command", required=True)
+    prices_refresh = prices_sub.add_parser("refresh", help="rebuild it from AWS (boto3)")
+    prices_refresh.add_argument("--region", action="append", help="region (repeatable)")
+    prices_refresh.add_argument(
+        "--output", type=Path, help="write here instead of the bundled file"
+    )
+    prices_refresh.set_defaults(func=cmd_prices_refresh)
     catalog = sub.add_parser("catalog", help="the bundled GPU instance catalog")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
     listing = catalog_sub.add_parser("list", help="list GPU instance types")

@@ -6,23 +6,22 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 import pulumi
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from infra.errors import NOT_SET, ConfigError, Problem
 from infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT, StackSpec
 
 REGION_KEY = "aws:region"
 NESTED_KEYS: dict[str, frozenset[str]] = {
-    key: frozenset(
-        field.alias or name
-        for name, field in StackSpec.model_fields[
-            {"rootVolume": "root_volume"}.get(key, key)
-        ].annotation.model_fields.items()  # type: ignore[union-attr]
+    field.alias or name: frozenset(
+        nested.alias or nested_name for nested_name, nested in model.model_fields.items()
     )
-    for key in ("rootVolume", "network", "storage", "ami")
+    for name, field in StackSpec.model_fields.items()
+    for model in get_args(field.annotation) or (field.annotation,)
+    if isinstance(model, type) and issubclass(model, BaseModel)
 }
 
 

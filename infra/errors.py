@@ -46,3 +46,11 @@ def render_problems(stack: str, problems: list[Problem]) -> str:
         "nothing was planned or created:"
     )
     return "\n".join([header, *(problem.render() for problem in problems)])
+
+
+class AwsError(RuntimeError):
+    """An AWS call failed; the message names the IAM action and what to do."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code

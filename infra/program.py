@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pulumi
 import pulumi_aws as aws
 
 from components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
 from components.data_vault import DataVault, DataVaultArgs
+from components.launch_template import RootVolume
 from components.naming import cluster_tags
-from components.node_group import RootVolume
-from components.quotas import on_demand_quota, vcpus_needed
+from components.purchase import CapacityBlock, CapacityReservation, Spot
+from components.quotas import quotas_needed
 from infra.config import load_from_pulumi
+from infra.cost.model import estimate_cluster, is_gpu_line
+from infra.errors import AwsError, ConfigError, Problem
+from infra.facts import NOT_FOUND_CODES, ReservationFacts
 from infra.validation import ResolvedCluster, ResolvedData
+from infra.validation.purchase import check_live_reservation
 
 
 def data_bucket_name(
@@ -52,6 +59,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             availability_zone=spec.availability_zone,
             layout=spec.layout,
             storage=storage_args(spec),
+            purchase=spec.purchase,
             ami_ssm_parameter=spec.ami.ssm_parameter,
             ami_id=spec.ami.id,
             root_volume=RootVolume(
@@ -66,23 +74,39 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     )
     pulumi.export("instanceType", spec.facts.instance_type)
     pulumi.export("nodeCount", spec.node_count)
+    pulumi.export("purchaseOption", spec.purchase_option)
     pulumi.export("totalGpus", cluster.total_gpus)
     pulumi.export("efaInterfacesPerNode", cluster.efa_interfaces_per_node)
-    pulumi.export("nodePrivateIps", cluster.private_ips)
-    pulumi.export("instanceIds", cluster.nodes.instance_ids)
+    if cluster.node_group_name is not None:
+        pulumi.export("nodeGroupName", cluster.node_group_name)
+        pulumi.export("listNodesCommand", cluster.list_nodes_command)
+    else:
+        pulumi.export("nodePrivateIps", cluster.private_ips)
+        pulumi.export("instanceIds", cluster.nodes.instance_ids)
     pulumi.export("ssmSessionCommands", cluster.ssm_commands)
     pulumi.export("bucketName", cluster.bucket_name)
-    if cluster.torchrun_commands is not None:
-        pulumi.export("torchrunCommands", cluster.torchrun_commands)
-    pulumi.export(
-        "onDemandQuota",
-        {
-            "quota": on_demand_quota(spec.facts.instance_type),
-            "vcpusNeeded": vcpus_needed(spec.facts.vcpus, spec.node_count),
-        },
+    if cluster.job_command is not None:
+        pulumi.export("torchrunCommand", cluster.job_command)
+        pulumi.export("runOnEveryNodeCommand", cluster.run_everywhere_command)
+    spot_nodes = (
+        spec.node_count - min(spec.purchase.on_demand_base, spec.node_count)
+        if isinstance(spec.purchase, Spot)
+        else 0
     )
-    if spec.hourly_usd is not None:
-        pulumi.export("estimatedUsdPerHour", round(spec.hourly_usd * spec.node_count, 2))
+    pulumi.export(
+        "vcpuQuotasNeeded",
+        quotas_needed(spec.facts.instance_type, spec.facts.vcpus, spec.node_count, spot_nodes),
+    )
+    estimate = estimate_cluster(spec)
+    pulumi.export("estimatedUsdPerHour", round(estimate.hourly_usd, 2))
+    pulumi.export("estimatedUsdPerMonth", round(estimate.monthly_usd, 2))
+    pulumi.export(
+        "gpuUsdPerHour",
+        round(sum(line.usd_per_hour or 0 for line in estimate.lines if is_gpu_line(line)), 2),
+    )
+    pulumi.export("costBasis", estimate.basis)
+    notes = [f"{line.item}: {line.detail}" for line in estimate.lines if is_gpu_line(line)]
+    pulumi.export("costNotes", notes)
     return cluster
 
 
@@ -105,9 +129,60 @@ def deploy_data(spec: ResolvedData) -> DataVault:
     return vault
 
 
+ReservationLookup = Callable[[str, str], ReservationFacts]
+
+
+def describe_live(reservation_id: str, region: str) -> ReservationFacts:
+    from infra.aws.reservations import describe_reservation  # boto3 only when it is needed
+
+    return describe_reservation(reservation_id, region)
+
+
+# How the program reads a reservation's facts; the offline plan engine sets None (no AWS).
+live_lookup: ReservationLookup | None = describe_live
+
+
+def check_reservation(spec: ResolvedCluster, lookup: ReservationLookup | None) -> None:
+    """Match a targeted reservation or block against the group (type, zone, size, state), as
+    ParallelCluster does; with no access to EC2, warn and let AWS decide at launch."""
+    purchase = spec.purchase
+    if isinstance(purchase, CapacityBlock):
+        reservation_id, field = purchase.reservation_id, "capacityBlock.id"
+    elif isinstance(purchase, CapacityReservation) and purchase.reservation_id:
+        reservation_id, field = purchase.reservation_id, "capacityReservation.id"
+    else:
+        return
+    if lookup is None:
+        return
+    try:
+        facts = lookup(reservation_id, spec.region)
+    except AwsError as error:
+        if error.code in NOT_FOUND_CODES:
+            raise ConfigError(
+                spec.stack,
+                [
+                    Problem(
+                        path=f"gpu-cluster:{field}",
+                        received=reservation_id,
+                        problem=f"no such reservation in {spec.region} for this account",
+                        allowed="the id of an active or scheduled reservation in this region",
+                        fix="check the id with `aws ec2 describe-capacity-reservations`",
+                    )
+                ],
+            ) from None
+        pulumi.log.warn(f"could not check {field} {reservation_id}: {error}")
+        return
+    problems = check_live_reservation(
+        purchase, facts, spec.facts.instance_type, spec.availability_zone, spec.node_count
+    )
+    if problems:
+        raise ConfigError(spec.stack, problems)
+
+
 def main() -> None:
     spec = load_from_pulumi()
     if isinstance(spec, ResolvedData):
         deploy_data(spec)
     else:
+        check_reservation(spec, live_lookup)
         deploy_cluster(spec)

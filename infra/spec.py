@@ -61,6 +61,32 @@ class AmiSpec(StrictModel):
     architecture: Literal["x86_64", "arm64"] | None = None
 
 
+class SpotSpec(StrictModel):
+    """Spot settings (purchaseOption: spot)."""
+
+    max_price: float | None = Field(None, gt=0)  # USD per instance-hour; unset = on-demand price
+    on_demand_base: ConfigInt = Field(0, ge=0)  # the first N nodes on-demand (e.g. rendezvous)
+    fallback_types: list[str] = Field(default_factory=list)
+
+
+class CapacityReservationSpec(StrictModel):
+    """An On-Demand Capacity Reservation (purchaseOption: capacity-reservation)."""
+
+    id: str | None = None
+    resource_group_arn: str | None = None
+    create: bool = False
+    end_date: str | None = None  # with create: RFC 3339 UTC, e.g. 2027-01-31T00:00:00Z
+
+
+class CapacityBlockSpec(StrictModel):
+    """A purchased EC2 Capacity Block for ML (purchaseOption: capacity-block)."""
+
+    id: str | None = None
+
+
+PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
+
+
 class StackSpec(StrictModel):
     """Every key a stack may set under the ``gpu-cluster:`` namespace (plus ``aws:region``)."""
 
@@ -72,7 +98,10 @@ class StackSpec(StrictModel):
     gpu: str | None = None
     gpus_per_node: ConfigInt | None = Field(None, ge=1)
     nodes: ConfigInt = Field(1, ge=1)
-    purchase_option: Literal["on-demand", "spot", "capacity-block"] = "on-demand"
+    purchase_option: PurchaseOption = "on-demand"
+    spot: SpotSpec | None = None
+    capacity_reservation: CapacityReservationSpec | None = None
+    capacity_block: CapacityBlockSpec | None = None
     efa: bool | None = None
     root_volume: RootVolumeSpec = Field(default_factory=RootVolumeSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
@@ -81,7 +110,18 @@ class StackSpec(StrictModel):
     tags: dict[str, str] = Field(default_factory=dict)
 
 
-OBJECT_KEYS = frozenset({"rootVolume", "network", "storage", "ami", "tags"})
+OBJECT_KEYS = frozenset(
+    {
+        "rootVolume",
+        "network",
+        "storage",
+        "ami",
+        "tags",
+        "spot",
+        "capacityReservation",
+        "capacityBlock",
+    }
+)
 CONFIG_KEYS = frozenset(
     field.alias or name for name, field in StackSpec.model_fields.items() if name != "region"
 )

@@ -16,7 +16,7 @@ from components.cidr import MAX_VPC_PREFIX, MIN_VPC_PREFIX, default_layout, max_
 from components.nic_layout import ip_addresses_per_node, nic_layout
 from infra.config import load_spec
 from infra.errors import NOT_SET, ConfigError, Problem
-from infra.prices import on_demand_hourly
+from infra.cost.gpu_prices import on_demand_hourly
 from infra.spec import CONFIG_KEYS
 from infra.stack_files import load_stack_config
 from infra.validation import ResolvedCluster, ResolvedData

@@ -20,9 +20,11 @@ from pulumi.runtime.settings import ROOT, SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
+import infra.program as infra_program
 from components.catalog import load_catalog
 from infra.errors import ConfigError
 from infra.plan.mocks import PlanMocks
+from infra.program import ReservationLookup
 from infra.spec import PROJECT
 
 PROGRAM = Path(__file__).resolve().parent.parent / "__main__.py"
@@ -179,8 +181,14 @@ def creation_order(resources: list[PlannedResource]) -> list[PlannedResource]:
     return ordered
 
 
-def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Plan:
-    """Plan one stack: the program's resources and outputs, or the ConfigError it raised."""
+def run_plan(
+    stack: str,
+    config: dict[str, str],
+    program: Path = PROGRAM,
+    reservation_lookup: ReservationLookup | None = None,
+) -> Plan:
+    """Plan one stack: the program's resources and outputs, or the ConfigError it raised.
+    Offline, reservations are not looked up unless a ``reservation_lookup`` is given."""
     region = config.get("aws:region", "us-east-1")
     mocks = PlanMocks(region, load_catalog().zones(region))
     monitor = RecordingMonitor(mocks)
@@ -195,11 +203,13 @@ def run_plan(stack: str, config: dict[str, str], program: Path = PROGRAM) -> Pla
     # plan, as timeit does; reference counting still frees everything else.
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    live_lookup, infra_program.live_lookup = infra_program.live_lookup, reservation_lookup
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
     except ConfigError as error:
         plan.error = error
     finally:
+        infra_program.live_lookup = live_lookup
         if gc_was_enabled:
             gc.enable()
     root = get_root_resource()

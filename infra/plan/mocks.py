@@ -8,8 +8,6 @@ from typing import Any
 
 import pulumi
 
-from components.user_data import NODE_INDEX_TAG
-
 MOCK_ACCOUNT = "123456789012"
 MOCK_AMI = {"x86_64": "ami-0a1b2c3d4e5f60718", "arm64": "ami-0f1e2d3c4b5a69788"}
 FIRST_NODE_HOST = 10  # leave room for the endpoint ENIs at the start of the subnet
@@ -60,12 +58,26 @@ class PlanMocks(pulumi.runtime.Mocks):
         if typ == "aws:ec2/subnet:Subnet" and name.endswith("-private"):
             self._node_network = ipaddress.IPv4Network(inputs["cidrBlock"])
         elif typ == "aws:ec2/instance:Instance":
-            state["privateIp"] = self._node_address(inputs)
+            state["privateIp"] = self._node_address()
             state["instanceState"] = "running"
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state["latestVersion"] = 1
         elif typ == "aws:ec2/placementGroup:PlacementGroup":
             state["name"] = inputs.get("name", physical)
+            state["arn"] = self.arn("ec2", f"placement-group/{state['name']}")
+        elif typ == "aws:autoscaling/group:Group":
+            physical = inputs.get("name") or f"{name}-{_digest(name, length=7)}"
+            state.update(
+                name=physical,
+                arn=self.arn("autoscaling", f"autoScalingGroup:{_digest(name)}:{physical}"),
+            )
+        elif typ == "aws:ec2/capacityReservation:CapacityReservation":
+            physical = f"cr-{_digest(typ, name)}"
+            state["arn"] = self.arn("ec2", f"capacity-reservation/{physical}")
+        elif typ == "aws:cloudwatch/eventRule:EventRule":
+            state.update(
+                name=inputs.get("name") or physical, arn=self.arn("events", f"rule/{physical}")
+            )
         elif typ == "aws:kms/key:Key":
             key_id = "-".join(
                 (_digest(name, length=8), "1234", "5678", "9abc", _digest(name, length=12))
@@ -85,12 +97,10 @@ class PlanMocks(pulumi.runtime.Mocks):
             state["arn"] = self.arn("logs", f"log-group:{group}")
         return physical, state
 
-    def _node_address(self, inputs: dict[str, Any]) -> str:
-        """Node i gets the i-th address after the reserved start of the node subnet, whatever
-        order the engine registers nodes in (so plans are reproducible)."""
-        index = int((inputs.get("tags") or {}).get(NODE_INDEX_TAG, 0))
+    def _node_address(self) -> str:
+        """A single node gets the first address after the reserved start of the node subnet."""
         network = self._node_network or ipaddress.IPv4Network("10.0.0.0/24")
-        return str(network[FIRST_NODE_HOST + index])
+        return str(network[FIRST_NODE_HOST])
 
     def _stack_reference(self, ref: str) -> tuple[str, dict[str, Any]]:
         stack = ref.rsplit("/", 1)[-1]

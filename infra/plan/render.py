@@ -104,17 +104,18 @@ def text_tree(plan: Plan) -> str:
             f"   GPUs: {outputs['totalGpus']}"
             f"   EFA interfaces per node: {outputs['efaInterfacesPerNode']}"
         )
-    if "onDemandQuota" in outputs:
-        quota = outputs["onDemandQuota"]
-        lines.append(
-            f"EC2 quota needed: {quota['vcpusNeeded']} vCPUs of '{quota['quota']}' "
-            "(Service Quotas, per region)"
-        )
+    if "purchaseOption" in outputs:
+        lines.append(f"Purchase option: {outputs['purchaseOption']}")
+    for quota, vcpus in outputs.get("vcpuQuotasNeeded", {}).items():
+        lines.append(f"EC2 quota needed: {vcpus} vCPUs of '{quota}' (Service Quotas, per region)")
     if "estimatedUsdPerHour" in outputs:
-        hourly = outputs["estimatedUsdPerHour"]
+        hourly, gpu = outputs["estimatedUsdPerHour"], outputs["gpuUsdPerHour"]
         lines.append(
-            f"Estimated on-demand cost: ${hourly:,.2f}/hour, ${hourly * 730:,.0f}/month (730 h)"
+            f"Estimated cost: ${hourly:,.2f}/hour (GPU instances ${gpu:,.2f} + everything else "
+            f"${hourly - gpu:,.2f}), ${outputs['estimatedUsdPerMonth']:,.0f}/month at 24 h x 30 d"
         )
+        lines += [f"  {note}" for note in outputs.get("costNotes", [])]
+        lines.append("  `gpuc cost --stack <stack>` breaks it down and compares purchase options")
     lines += ["", "Outputs:"]
     lines += [f"  {name}: {json.dumps(value)}" for name, value in outputs.items()]
     return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""Launch-template inputs for GPU nodes: EFA NIC layout, IMDSv2, encrypted gp3 root, user data."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.nic_layout import NicSlot
+
+IMDS_HOP_LIMIT = 2  # containers on the node reach IMDS; nothing further away does
+
+
+@dataclass
+class RootVolume:
+    size_gib: int = 200
+    iops: int = 3000
+    throughput_mibps: int = 125
+
+
+def network_interface_specs(
+    slots: tuple[NicSlot, ...],
+    subnet_id: pulumi.Input[str],
+    security_group_id: pulumi.Input[str],
+    public_ip: bool,
+) -> list[dict]:
+    """Launch-template network interfaces for a NIC layout."""
+    specs = []
+    for slot in slots:
+        spec = {
+            "network_card_index": slot.network_card_index,
+            "device_index": slot.device_index,
+            "subnet_id": subnet_id,
+            "security_groups": [security_group_id],
+            "delete_on_termination": "true",
+        }
+        if slot.interface_type != "interface":
+            spec["interface_type"] = slot.interface_type
+        if slot.network_card_index == 0 and slot.device_index == 0:
+            spec["associate_public_ip_address"] = "true" if public_ip else "false"
+        specs.append(spec)
+    return specs
+
+
+def nic_signature(slots: tuple[NicSlot, ...]) -> str:
+    """A compact description of a NIC layout, e.g. ``0.0:interface,0.1:efa-only``."""
+    return ",".join(f"{s.network_card_index}.{s.device_index}:{s.interface_type}" for s in slots)
+
+
+def metadata_options() -> dict[str, Any]:
+    return {
+        "http_endpoint": "enabled",
+        "http_tokens": "required",
+        "http_put_response_hop_limit": IMDS_HOP_LIMIT,
+        "instance_metadata_tags": "enabled",
+    }
+
+
+def root_block_device(
+    device_name: pulumi.Input[str], volume: RootVolume, kms_key_arn: pulumi.Input[str]
+) -> dict[str, Any]:
+    return {
+        "device_name": device_name,
+        "ebs": {
+            "volume_type": "gp3",
+            "volume_size": volume.size_gib,
+            "iops": volume.iops,
+            "throughput": volume.throughput_mibps,
+            "encrypted": "true",
+            "kms_key_id": kms_key_arn,
+            "delete_on_termination": "true",
+        },
+    }
+
+
+def encoded_user_data(script: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.from_input(script).apply(
+        lambda text: base64.b64encode(text.encode()).decode()
+    )
+
+
+def tag_specifications(tags: dict[str, str]) -> list[dict[str, Any]]:
+    """Tags for what a launch creates: the instance, its volumes and its interfaces."""
+    return [
+        {"resource_type": kind, "tags": tags}
+        for kind in ("instance", "volume", "network-interface")
+    ]

@@ -1,0 +1,134 @@
+"""How a node group buys its GPU time, and the Auto Scaling / launch-template settings for each
+purchase option (pure functions: plain dicts in the pulumi-aws input shapes).
+
+AWS semantics relied on (EC2 and EC2 Auto Scaling user guides):
+- spot through an Auto Scaling group's mixed instances policy: the launch template must not
+  request spot itself; allocation ``price-capacity-optimized``; an interrupted spot instance is
+  terminated and replaced by the group (stop/hibernate is not allowed for spot instances in a
+  cluster placement group, and Auto Scaling only ever terminates them);
+- On-Demand Capacity Reservations are targeted by the group's capacity reservation
+  specification (by id or by resource group), preference ``capacity-reservations-only``;
+- a Capacity Block is targeted from the launch template (market type ``capacity-block`` plus
+  the reservation id); blocks are already placed together, so no placement group is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+SPOT_ALLOCATION = "price-capacity-optimized"
+RESERVATION_PREFERENCE = "capacity-reservations-only"
+CAPACITY_BLOCK_MARKET = "capacity-block"
+
+
+@dataclass(frozen=True)
+class OnDemand:
+    kind: str = field(default="on-demand", init=False)
+
+
+@dataclass(frozen=True)
+class Spot:
+    max_price: float | None = None
+    on_demand_base: int = 0
+    fallback_types: tuple[str, ...] = ()
+    kind: str = field(default="spot", init=False)
+
+
+@dataclass(frozen=True)
+class CapacityReservation:
+    """Target an existing reservation (``reservation_id`` or ``resource_group_arn``), or create
+    one (``create``) sized to the group, inside its placement group."""
+
+    reservation_id: str | None = None
+    resource_group_arn: str | None = None
+    create: bool = False
+    end_date: str | None = None
+    kind: str = field(default="capacity-reservation", init=False)
+
+
+@dataclass(frozen=True)
+class CapacityBlock:
+    reservation_id: str
+    kind: str = field(default="capacity-block", init=False)
+
+
+Purchase = OnDemand | Spot | CapacityReservation | CapacityBlock
+
+
+def uses_placement_group(purchase: Purchase, node_count: int, efa: bool) -> bool:
+    """Multi-node or EFA traffic wants a cluster placement group, except in a Capacity Block,
+    which AWS has already placed together (a placement group cannot be combined with it)."""
+    if isinstance(purchase, CapacityBlock):
+        return False
+    return node_count > 1 or efa
+
+
+def is_single_instance(purchase: Purchase, node_count: int) -> bool:
+    """One on-demand node is a plain instance (a dev box: its root disk survives a stop, and an
+    idle stop can stop it); anything else is an Auto Scaling group that heals itself."""
+    return node_count == 1 and isinstance(purchase, OnDemand)
+
+
+def instance_types(primary: str, purchase: Purchase) -> list[str]:
+    """Every type the group may launch, primary first."""
+    fallback = purchase.fallback_types if isinstance(purchase, Spot) else ()
+    return [primary, *(t for t in fallback if t != primary)]
+
+
+def mixed_instances_policy(
+    purchase: Spot, primary: str, template: dict[str, Any], node_count: int
+) -> dict[str, Any]:
+    """Spot above an optional on-demand base, across the primary and fallback types."""
+    distribution: dict[str, Any] = {
+        "on_demand_base_capacity": min(purchase.on_demand_base, node_count),
+        "on_demand_percentage_above_base_capacity": 0,
+        "on_demand_allocation_strategy": "prioritized",
+        "spot_allocation_strategy": SPOT_ALLOCATION,
+    }
+    if purchase.max_price is not None:
+        distribution["spot_max_price"] = f"{purchase.max_price:g}"
+    return {
+        "instances_distribution": distribution,
+        "launch_template": {
+            "launch_template_specification": {
+                "launch_template_id": template["id"],
+                "version": template["version"],
+            },
+            "overrides": [{"instance_type": t} for t in instance_types(primary, purchase)],
+        },
+    }
+
+
+def group_reservation_target(
+    purchase: Purchase, created_reservation_id: pulumi.Input[str] | None = None
+) -> dict[str, Any] | None:
+    """The Auto Scaling group's capacity reservation specification (reservations only)."""
+    if not isinstance(purchase, CapacityReservation):
+        return None
+    if purchase.resource_group_arn:
+        target = {"capacity_reservation_resource_group_arns": [purchase.resource_group_arn]}
+    else:
+        reservation = created_reservation_id or purchase.reservation_id
+        target = {"capacity_reservation_ids": [reservation]}
+    return {
+        "capacity_reservation_preference": RESERVATION_PREFERENCE,
+        "capacity_reservation_target": target,
+    }
+
+
+def template_market_options(purchase: Purchase) -> dict[str, Any] | None:
+    """Launch-template market options: only a Capacity Block sets them (spot is requested by
+    the group's mixed instances policy, which refuses templates that request spot)."""
+    if isinstance(purchase, CapacityBlock):
+        return {"market_type": CAPACITY_BLOCK_MARKET}
+    return None
+
+
+def template_reservation(purchase: Purchase) -> dict[str, Any] | None:
+    """Launch-template capacity reservation target: the Capacity Block's reservation id."""
+    if isinstance(purchase, CapacityBlock):
+        return {"capacity_reservation_target": {"capacity_reservation_id": purchase.reservation_id}}
+    return None

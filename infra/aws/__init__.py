@@ -1,0 +1,69 @@
+"""The one boto3 wrapper: sessions with retries, ClientError -> AwsError naming the IAM action."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from infra.errors import AwsError
+
+__all__ = ["AwsError", "call", "client", "paginate", "translated"]
+
+RETRY_CONFIG = Config(retries={"max_attempts": 8, "mode": "adaptive"})
+
+
+def client(service: str, region: str, session: boto3.Session | None = None) -> Any:
+    """A boto3 client with adaptive retries."""
+    return (session or boto3.Session()).client(service, region_name=region, config=RETRY_CONFIG)
+
+
+def _action(service: str, operation: str) -> str:
+    return f"{service}:{operation}"
+
+
+def _snake(operation: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in operation).lstrip("_")
+
+
+@contextmanager
+def translated(service: str, operation: str) -> Iterator[None]:
+    """Turn boto3 failures into an AwsError that names the IAM action and the fix."""
+    action = _action(service, operation)
+    try:
+        yield
+    except NoCredentialsError as exc:
+        raise AwsError(
+            f"{action} needs AWS credentials: none were found. "
+            "Set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run `aws sso login`.",
+            "NoCredentials",
+        ) from exc
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "Error")
+        raise AwsError(
+            f"{action} failed: {code}: {error.get('Message', exc)}. "
+            f"The caller needs IAM permission '{action}'.",
+            code,
+        ) from exc
+    except BotoCoreError as exc:
+        raise AwsError(f"{action} failed: {exc}") from exc
+
+
+def call(api: Any, service: str, operation: str, **kwargs: Any) -> dict[str, Any]:
+    """One (non-paginated) API call, failures translated."""
+    with translated(service, operation):
+        return getattr(api, _snake(operation))(**kwargs)
+
+
+def paginate(
+    api: Any, service: str, operation: str, result_key: str, **kwargs: Any
+) -> Iterator[Any]:
+    """Yield every item of a paginated call, translating failures into AwsError."""
+    with translated(service, operation):
+        for page in api.get_paginator(_snake(operation)).paginate(**kwargs):
+            yield from page.get(result_key, [])

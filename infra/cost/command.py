@@ -1,0 +1,56 @@
+"""`gpuc cost`: a stack's line-by-line cost and its purchase options side by side."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from infra.config import load_spec
+from infra.cost.compare import BlockQuote, compare_options
+from infra.cost.model import Usage, estimate_cluster, estimate_data, is_gpu_line
+from infra.cost.render import cost_json, estimate_text, options_text
+from infra.errors import AwsError, ConfigError
+from infra.stack_files import StackFileError, load_stack_config
+from infra.validation import ResolvedCluster
+
+EXIT_OK, EXIT_USAGE, EXIT_CONFIG = 0, 1, 2
+
+
+def quote_capacity_block(spec: ResolvedCluster, usage: Usage) -> BlockQuote | None:
+    """The cheapest offering for the cluster, for as long as a month of its use (needs AWS)."""
+    from infra.aws.capacity_blocks import cheapest_offering
+
+    hours = max(24, int(usage.days_per_month) * 24)
+    return cheapest_offering(spec.region, spec.facts.instance_type, spec.node_count, hours)
+
+
+def run_cost(stack: str, usage: Usage, as_json: bool = False, quote_block: bool = False) -> int:
+    try:
+        spec = load_spec(load_stack_config(stack), stack)
+    except StackFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    if not isinstance(spec, ResolvedCluster):
+        estimate, options = estimate_data(spec, usage), []
+    else:
+        estimate = estimate_cluster(spec, usage)
+        quote = None
+        if quote_block and "capacity-block" in spec.facts.usage_classes:
+            try:
+                quote = quote_capacity_block(spec, usage)
+            except AwsError as error:
+                print(f"warning: no capacity block quote: {error}", file=sys.stderr)
+        options = compare_options(spec, usage, block_quote=quote)
+    if as_json:
+        json.dump(cost_json(stack, estimate, options), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    lines = estimate_text(stack, estimate)
+    if options:
+        rest = sum(line.monthly(usage) for line in estimate.lines if not is_gpu_line(line))
+        lines += options_text(options, rest)
+    print("\n".join(lines))
+    return EXIT_OK

@@ -1,0 +1,146 @@
+"""The same cluster bought every way: on-demand, spot (the stack's AZ and the region's cheapest),
+1- and 3-year savings plans, a capacity reservation, a capacity block — GPU instances only
+(every other line of the estimate is the same whichever way the GPUs are bought)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.catalog import Catalog, load_catalog
+from infra.cost.gpu_prices import PriceTable, price_table
+from infra.cost.model import HOURS_PER_DAY, Usage
+from infra.cost.unit_prices import unit_prices
+from infra.validation import ResolvedCluster
+
+CAPACITY_BLOCK_QUOTE = "quote with `gpuc capacity-block offerings`"
+
+
+@dataclass(frozen=True)
+class BlockQuote:
+    """A Capacity Block offering: its upfront fee covers every instance-hour of the block."""
+
+    offering_id: str
+    upfront_usd: float
+    duration_hours: int
+    instance_count: int
+
+    @property
+    def instance_hourly(self) -> float:
+        return self.upfront_usd / (self.duration_hours * self.instance_count)
+
+
+@dataclass(frozen=True)
+class OptionCost:
+    option: str
+    usd_per_hour: float | None  # the cluster's instances, while billed
+    always_on: bool
+    note: str
+    hours_per_day: float
+    days_per_month: float
+    gpus: int
+
+    @property
+    def daily(self) -> float | None:
+        if self.usd_per_hour is None:
+            return None
+        return self.usd_per_hour * (HOURS_PER_DAY if self.always_on else self.hours_per_day)
+
+    @property
+    def monthly(self) -> float | None:
+        return None if self.daily is None else self.daily * self.days_per_month
+
+    @property
+    def per_gpu_hour_used(self) -> float | None:
+        """What each GPU-hour the team actually uses costs (idle paid hours included)."""
+        if self.daily is None or not self.gpus or not self.hours_per_day:
+            return None
+        return self.daily / (self.gpus * self.hours_per_day)
+
+
+def compare_options(
+    spec: ResolvedCluster,
+    usage: Usage | None = None,
+    prices: PriceTable | None = None,
+    catalog: Catalog | None = None,
+    block_quote: BlockQuote | None = None,
+) -> list[OptionCost]:
+    usage = usage or Usage()
+    prices = prices or price_table()
+    catalog = catalog or load_catalog()
+    unit = unit_prices(spec.region)
+    kind, nodes, gpus = spec.facts.instance_type, spec.node_count, spec.total_gpus
+    on_demand = prices.on_demand.get((spec.region, kind))
+
+    def row(option: str, hourly: float | None, always_on: bool, note: str) -> OptionCost:
+        return OptionCost(
+            option, hourly, always_on, note, usage.hours_per_day, usage.days_per_month, gpus
+        )
+
+    od = nodes * on_demand if on_demand is not None else None
+    rows = [row("on-demand", od, False, f"${on_demand}/h per node" if on_demand else "no price")]
+    spot = prices.spot.get((spec.region, kind), {})
+    zone = catalog.zone_id(spec.region, spec.availability_zone)
+    if zone in spot:
+        rows.append(
+            row(
+                f"spot, {spec.availability_zone}",
+                nodes * spot[zone],
+                False,
+                f"{zone}; may be interrupted with 2 minutes' notice",
+            )
+        )
+    else:
+        rows.append(row(f"spot, {spec.availability_zone}", None, False, "no spot price"))
+    if spot:
+        cheapest = min(spot, key=lambda z: (spot[z], z))
+        name = catalog.zone_name(spec.region, cheapest) or "not in the catalog's AZ mapping"
+        rows.append(
+            row(
+                f"spot, cheapest AZ ({cheapest})",
+                nodes * spot[cheapest],
+                False,
+                f"{name}; {kind} offered there: "
+                + ("yes" if kind in catalog.offerings.get(spec.region, {}).get(name, ()) else "no"),
+            )
+        )
+    for years, default in ((1, unit.savings_plan_1y), (3, unit.savings_plan_3y)):
+        given = usage.savings_plan_1y if years == 1 else usage.savings_plan_3y
+        rate = default if given is None else given
+        rows.append(
+            row(
+                f"savings plan, {years} year",
+                od * (1 - rate) if od is not None else None,
+                True,
+                f"{rate:.0%} off on-demand (assumed); the hourly commitment bills 24 h/day",
+            )
+        )
+    rows.append(
+        row(
+            "capacity reservation",
+            od,
+            True,
+            "on-demand rate, billed 24 h/day from creation, used or not",
+        )
+    )
+    if "capacity-block" in spec.facts.usage_classes:
+        if block_quote is not None:
+            rows.append(
+                row(
+                    "capacity block",
+                    nodes * block_quote.instance_hourly,
+                    True,
+                    f"offering {block_quote.offering_id}: ${block_quote.upfront_usd:,.2f} for "
+                    f"{block_quote.duration_hours} h x {block_quote.instance_count} instances, "
+                    "prepaid",
+                )
+            )
+        else:
+            rows.append(row("capacity block", None, True, CAPACITY_BLOCK_QUOTE))
+    return rows
+
+
+def saving(row: OptionCost, baseline: OptionCost) -> float | None:
+    """Monthly saving against on-demand, as a fraction (negative: costs more)."""
+    if row.monthly is None or not baseline.monthly:
+        return None
+    return 1 - row.monthly / baseline.monthly

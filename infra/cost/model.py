@@ -1,0 +1,282 @@
+"""The cost model (pure): a resolved stack and a usage pattern in, priced lines out.
+
+A month is ``days_per_month`` days of the stack existing; nodes run ``hours_per_day`` of each
+day; everything else (NAT gateway, endpoints, keys, storage, reservations, savings-plan
+commitments) bills around the clock. Monthly unit prices are prorated per hour over the
+snapshot's hours per month (730), as AWS bills them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.catalog import Catalog, load_catalog
+from components.cidr import INTERFACE_ENDPOINTS
+from components.purchase import CapacityBlock, CapacityReservation, Spot
+from infra.cost.gpu_prices import PriceTable, price_table
+from infra.cost.unit_prices import UnitPrices, unit_prices
+from infra.validation import ResolvedCluster, ResolvedData
+
+HOURS_PER_DAY = 24
+GP3_BASE_IOPS, GP3_BASE_MIBPS = 3000, 125
+
+
+@dataclass(frozen=True)
+class Usage:
+    hours_per_day: float = 24
+    days_per_month: float = 30
+    dataset_gb: float | None = None  # None: the bundled assumption
+    flow_log_gb_per_month: float | None = None
+    savings_plan_1y: float | None = None  # discount rates; None: the bundled defaults
+    savings_plan_3y: float | None = None
+
+    def hours(self, always_on: bool) -> float:
+        return HOURS_PER_DAY if always_on else self.hours_per_day
+
+
+@dataclass(frozen=True)
+class CostLine:
+    item: str
+    detail: str
+    usd_per_hour: float | None  # while it bills; None: not priced offline
+    always_on: bool  # bills 24 h/day, not only while nodes run
+    source: str
+
+    def daily(self, usage: Usage) -> float:
+        return (self.usd_per_hour or 0.0) * usage.hours(self.always_on)
+
+    def monthly(self, usage: Usage) -> float:
+        return self.daily(usage) * usage.days_per_month
+
+
+@dataclass(frozen=True)
+class Estimate:
+    lines: tuple[CostLine, ...]
+    usage: Usage
+    gpu_prices: str
+    unit_prices: str
+
+    @property
+    def hourly_usd(self) -> float:
+        """Everything billing while the nodes run."""
+        return sum(line.usd_per_hour or 0.0 for line in self.lines)
+
+    @property
+    def daily_usd(self) -> float:
+        return sum(line.daily(self.usage) for line in self.lines)
+
+    @property
+    def monthly_usd(self) -> float:
+        return sum(line.monthly(self.usage) for line in self.lines)
+
+    @property
+    def unpriced(self) -> list[CostLine]:
+        return [line for line in self.lines if line.usd_per_hour is None]
+
+    @property
+    def basis(self) -> str:
+        return (
+            f"{self.usage.hours_per_day:g} h/day x {self.usage.days_per_month:g} days; "
+            f"GPU prices: {self.gpu_prices}; other prices: {self.unit_prices}"
+        )
+
+
+def is_gpu_line(line: CostLine) -> bool:
+    return line.item.startswith("GPU instances")
+
+
+def zone_id(spec: ResolvedCluster, catalog: Catalog) -> str | None:
+    return catalog.zone_id(spec.region, spec.availability_zone)
+
+
+def gpu_lines(spec: ResolvedCluster, prices: PriceTable, catalog: Catalog) -> list[CostLine]:
+    """The GPU instances, priced by the stack's purchase option."""
+    kind, nodes = spec.facts.instance_type, spec.node_count
+    on_demand = prices.on_demand.get((spec.region, kind))
+    source = prices.label
+    what = f"{nodes} x {kind}"
+    purchase = spec.purchase
+    if isinstance(purchase, CapacityBlock):
+        return [
+            CostLine(
+                f"GPU instances (capacity block {purchase.reservation_id})",
+                f"{what}: prepaid when the block was bought; `gpuc capacity-block offerings` "
+                "shows prices",
+                None,
+                True,
+                "not priced offline",
+            )
+        ]
+    if on_demand is None:
+        return [CostLine(f"GPU instances ({spec.purchase_option})", what, None, False, source)]
+    if isinstance(purchase, CapacityReservation):
+        return [
+            CostLine(
+                "GPU instances (capacity reservation)",
+                f"{what} at the on-demand rate ${on_demand:,.4f}/h each; the reservation bills "
+                "24 h/day from creation, used or not",
+                nodes * on_demand,
+                True,
+                source,
+            )
+        ]
+    if not isinstance(purchase, Spot):
+        return [
+            CostLine(
+                "GPU instances (on-demand)",
+                f"{what} at ${on_demand:,.4f}/h each",
+                nodes * on_demand,
+                False,
+                source,
+            )
+        ]
+    base = min(purchase.on_demand_base, nodes)
+    lines = []
+    if base:
+        lines.append(
+            CostLine(
+                "GPU instances (on-demand base)",
+                f"{base} x {kind} at ${on_demand:,.4f}/h each",
+                base * on_demand,
+                False,
+                source,
+            )
+        )
+    zone = zone_id(spec, catalog)
+    spot = prices.spot.get((spec.region, kind), {}).get(zone or "")
+    where = f"{spec.availability_zone} ({zone or 'AZ id unknown'})"
+    if spot is None:
+        detail = f"{nodes - base} x {kind}: no spot price for {where}; on-demand rate shown"
+        spot = on_demand
+    else:
+        detail = f"{nodes - base} x {kind} at ${spot:,.4f}/h each in {where}"
+    if nodes - base:
+        lines.append(CostLine("GPU instances (spot)", detail, (nodes - base) * spot, False, source))
+    return lines
+
+
+def root_volume_line(spec: ResolvedCluster, unit: UnitPrices) -> CostLine:
+    volume = spec.root_volume
+    monthly = (
+        volume.size_gib * unit["ebs_gp3_gb_month"]
+        + max(volume.iops - GP3_BASE_IOPS, 0) * unit["ebs_gp3_iops_month"]
+        + max(volume.throughput - GP3_BASE_MIBPS, 0) * unit["ebs_gp3_mibps_month"]
+    )
+    # A plain instance keeps its volume while stopped; group nodes take theirs with them.
+    single = spec.node_count == 1 and spec.purchase_option == "on-demand"
+    return CostLine(
+        "EBS root volumes (gp3)",
+        f"{spec.node_count} x {volume.size_gib} GiB, {volume.iops} IOPS, "
+        f"{volume.throughput} MiB/s (above baseline: {max(volume.iops - GP3_BASE_IOPS, 0)} "
+        f"IOPS, {max(volume.throughput - GP3_BASE_MIBPS, 0)} MiB/s)",
+        spec.node_count * monthly / unit.hours_per_month,
+        single,
+        unit.label,
+    )
+
+
+def network_lines(spec: ResolvedCluster, unit: UnitPrices, usage: Usage) -> list[CostLine]:
+    lines = []
+    if spec.network.nat_gateway:
+        lines += [
+            CostLine(
+                "NAT gateway",
+                f"1 x ${unit['nat_gateway_hour']}/h (+ ${unit['nat_gateway_gb']}/GB processed, "
+                "not estimated)",
+                unit["nat_gateway_hour"],
+                True,
+                unit.label,
+            ),
+            CostLine(
+                "Public IPv4 address (NAT gateway)",
+                f"1 x ${unit['public_ipv4_hour']}/h",
+                unit["public_ipv4_hour"],
+                True,
+                unit.label,
+            ),
+        ]
+    endpoints = len(INTERFACE_ENDPOINTS)
+    lines.append(
+        CostLine(
+            "VPC interface endpoints",
+            f"{endpoints} endpoints x 1 AZ x ${unit['interface_endpoint_hour']}/h "
+            f"({', '.join(INTERFACE_ENDPOINTS)}; the S3 gateway endpoint is free)",
+            endpoints * unit["interface_endpoint_hour"],
+            True,
+            unit.label,
+        )
+    )
+    if spec.network.public_ip:
+        lines.append(
+            CostLine(
+                "Public IPv4 addresses (nodes)",
+                f"{spec.node_count} x ${unit['public_ipv4_hour']}/h",
+                spec.node_count * unit["public_ipv4_hour"],
+                False,
+                unit.label,
+            )
+        )
+    flow_gb = (
+        usage.flow_log_gb_per_month
+        if usage.flow_log_gb_per_month is not None
+        else unit.flow_log_gb_per_month
+    )
+    lines.append(
+        CostLine(
+            "VPC flow logs (CloudWatch Logs)",
+            f"{flow_gb:g} GB/month ingested x ${unit['logs_ingestion_gb']}/GB + stored x "
+            f"${unit['logs_storage_gb_month']}/GB-month (estimate)",
+            flow_gb
+            * (unit["logs_ingestion_gb"] + unit["logs_storage_gb_month"])
+            / unit.hours_per_month,
+            True,
+            unit.label,
+        )
+    )
+    return lines
+
+
+def kms_line(keys: int, unit: UnitPrices) -> CostLine:
+    return CostLine(
+        "KMS customer managed keys",
+        f"{keys} x ${unit['kms_key_month']:g}/month (requests not estimated)",
+        keys * unit["kms_key_month"] / unit.hours_per_month,
+        True,
+        unit.label,
+    )
+
+
+def s3_line(usage: Usage, unit: UnitPrices) -> CostLine:
+    size = usage.dataset_gb if usage.dataset_gb is not None else unit.dataset_gb
+    return CostLine(
+        "S3 Standard (datasets, checkpoints)",
+        f"{size:g} GB x ${unit['s3_standard_gb_month']}/GB-month",
+        size * unit["s3_standard_gb_month"] / unit.hours_per_month,
+        True,
+        unit.label,
+    )
+
+
+def estimate_cluster(
+    spec: ResolvedCluster,
+    usage: Usage | None = None,
+    prices: PriceTable | None = None,
+    catalog: Catalog | None = None,
+) -> Estimate:
+    usage = usage or Usage()
+    prices = prices or price_table()
+    catalog = catalog or load_catalog()
+    unit = unit_prices(spec.region)
+    lines = [*gpu_lines(spec, prices, catalog), root_volume_line(spec, unit)]
+    lines += network_lines(spec, unit, usage)
+    lines.append(kms_line(1, unit))
+    if spec.storage.source == "create":  # the bucket is this stack's; else the data stack's
+        lines.append(s3_line(usage, unit))
+    return Estimate(tuple(lines), usage, prices.label, unit.label)
+
+
+def estimate_data(spec: ResolvedData, usage: Usage | None = None) -> Estimate:
+    usage = usage or Usage()
+    unit = unit_prices(spec.region)
+    return Estimate(
+        (kms_line(1, unit), s3_line(usage, unit)), usage, price_table().label, unit.label
+    )

@@ -1,0 +1,124 @@
+"""Cluster name, region, tags, and the compute keys a data stack must not set."""
+
+from __future__ import annotations
+
+import re
+
+from components.catalog import Catalog
+from infra.config import suggest
+from infra.errors import Problem
+from infra.spec import (
+    StackSpec,
+)
+from infra.validation.common import key
+
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]\Z")
+IMDS_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=._:@,]+\Z")  # instance metadata tags are enabled
+MAX_USER_TAGS = 45  # AWS allows 50 per resource; gpu-cluster adds its own
+COMPUTE_KEYS = (
+    "availabilityZone",
+    "instanceType",
+    "gpu",
+    "gpusPerNode",
+    "nodes",
+    "efa",
+    "purchaseOption",
+    "rootVolume",
+    "network",
+    "ami",
+)
+
+
+def check_name(spec: StackSpec, stack: str) -> tuple[str, list[Problem]]:
+    name = spec.cluster_name or stack
+    if CLUSTER_NAME.match(name):
+        return name, []
+    origin = "clusterName" if spec.cluster_name else "clusterName (defaults to the stack name)"
+    return name, [
+        Problem(
+            path=key("clusterName"),
+            received=name,
+            problem=f"{origin} is not a valid cluster name",
+            allowed="2-20 characters: lowercase letters, digits and '-', starting with a letter",
+            fix=f"pulumi config set clusterName {re.sub(r'[^a-z0-9-]', '-', name.lower())[:20]}",
+        )
+    ]
+
+
+def check_region(spec: StackSpec, catalog: Catalog) -> list[Problem]:
+    if spec.region in catalog.offerings:
+        return []
+    return [
+        Problem(
+            path="aws:region",
+            received=spec.region,
+            problem="no GPU offerings are known for this region",
+            allowed=", ".join(catalog.regions),
+            fix=f"{suggest(spec.region, catalog.regions)}`pulumi config set aws:region <region>`, "
+            "or add the region with `gpuc catalog refresh --region <region>`",
+        )
+    ]
+
+
+def check_tags(tags: dict[str, str]) -> list[Problem]:
+    problems = []
+    if len(tags) > MAX_USER_TAGS:
+        problems.append(
+            Problem(
+                path=key("tags"),
+                received=f"{len(tags)} tags",
+                problem="too many tags",
+                allowed=f"at most {MAX_USER_TAGS} (AWS allows 50 per resource; gpu-cluster adds "
+                "its own)",
+                fix="drop some tags",
+            )
+        )
+    for tag, value in tags.items():
+        if not IMDS_TAG_KEY.match(tag):
+            problems.append(
+                Problem(
+                    path=key(f"tags.{tag}"),
+                    received=tag,
+                    problem="nodes expose their tags through instance metadata, where AWS allows "
+                    "only letters, digits and + - = . , _ : @ in tag keys (no spaces or '/')",
+                    allowed="a key such as cost-center or team:owner",
+                    fix=f"rename the tag, e.g. {re.sub(r'[^A-Za-z0-9+=._:@,-]', '-', tag)}",
+                )
+            )
+        elif tag.lower().startswith("aws:") or not 1 <= len(tag) <= 128 or len(value) > 256:
+            problems.append(
+                Problem(
+                    path=key(f"tags.{tag}"),
+                    received=value,
+                    problem="not a valid AWS tag",
+                    allowed="a key of 1-128 characters not starting with 'aws:', a value of at "
+                    "most 256 characters",
+                    fix=f"pulumi config rm --path tags.{tag}",
+                )
+            )
+    return problems
+
+
+def check_data_stack(spec: StackSpec) -> list[Problem]:
+    """Compute keys set to anything but their default make no sense on a data stack."""
+    set_fields = {
+        StackSpec.model_fields[name].alias or name
+        for name in spec.model_fields_set
+        if getattr(spec, name)
+        != StackSpec.model_fields[name].get_default(call_default_factory=True)
+    }
+    return [
+        Problem(
+            path=key(name),
+            received=getattr(spec, _snake(name)),
+            problem="a data stack has no compute; this key is not used",
+            allowed="unset (role: data)",
+            fix=f"pulumi config rm {name}",
+        )
+        for name in COMPUTE_KEYS
+        if name in set_fields
+    ]
+
+
+def _snake(camel: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)

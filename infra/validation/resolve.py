@@ -1,0 +1,128 @@
+"""Run every meaning check on a well-shaped StackSpec and resolve it against the catalog and
+prices: a resolved stack, or every problem found (never the first one only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.catalog import Catalog, InstanceFacts, load_catalog
+from components.cidr import (
+    SubnetLayout,
+)
+from components.nic_layout import ip_addresses_per_node, nic_layout
+from components.purchase import Purchase
+from infra.cost.gpu_prices import on_demand_hourly
+from infra.errors import Problem
+from infra.spec import (
+    AmiSpec,
+    NetworkSpec,
+    RootVolumeSpec,
+    StackSpec,
+    StorageSpec,
+)
+from infra.validation.compute import (
+    check_ami,
+    check_efa,
+    check_root_volume,
+    check_zone,
+    pick_instance_type,
+)
+from infra.validation.names import check_data_stack, check_name, check_region, check_tags
+from infra.validation.network import check_network
+from infra.validation.purchase import check_purchase
+from infra.validation.storage import check_storage
+
+
+@dataclass(frozen=True)
+class ResolvedCluster:
+    stack: str
+    name: str
+    region: str
+    availability_zone: str
+    facts: InstanceFacts
+    node_count: int
+    efa: bool
+    purchase: Purchase
+    layout: SubnetLayout
+    network: NetworkSpec
+    root_volume: RootVolumeSpec
+    storage: StorageSpec
+    ami: AmiSpec
+    tags: dict[str, str]
+    hourly_usd: float | None
+
+    @property
+    def total_gpus(self) -> int:
+        return self.facts.gpu_count * self.node_count
+
+    @property
+    def purchase_option(self) -> str:
+        return self.purchase.kind
+
+
+@dataclass(frozen=True)
+class ResolvedData:
+    stack: str
+    name: str
+    region: str
+    bucket: str | None
+    tags: dict[str, str]
+
+
+def resolve(
+    spec: StackSpec, stack: str, catalog: Catalog | None = None
+) -> tuple[ResolvedCluster | ResolvedData | None, list[Problem]]:
+    """Every meaning check; a resolved stack only when there is no problem at all."""
+    catalog = catalog or load_catalog()
+    name, problems = check_name(spec, stack)
+    problems += check_region(spec, catalog)
+    problems += check_tags(spec.tags)
+    problems += check_storage(spec.storage, spec.role)
+    if spec.role == "data":
+        problems += check_data_stack(spec)
+        if problems:
+            return None, problems
+        return ResolvedData(stack, name, spec.region, spec.storage.bucket, dict(spec.tags)), []
+
+    region_ok = not problems or spec.region in catalog.offerings
+    zone_problems = check_zone(spec, catalog) if region_ok else []
+    problems += zone_problems
+    facts, found = pick_instance_type(spec, catalog, zone_ok=not zone_problems)
+    if spec.region not in catalog.offerings:  # "not offered in <unknown region>" says nothing new
+        found = [p for p in found if "not offered" not in p.problem]
+    problems += found
+    problems += check_root_volume(spec.root_volume)
+    if facts is None:
+        # One IP per node is a lower bound, so any network problem found here is real.
+        return None, problems + check_network(spec.network, spec.nodes, 1, efa=False)[1]
+    efa, found = check_efa(spec, facts, catalog)
+    problems += found
+    purchase, found = check_purchase(spec, facts, catalog, efa)
+    problems += found
+    problems += check_ami(spec.ami, facts)
+    slots = nic_layout(facts, efa and facts.efa_supported)
+    layout, found = check_network(spec.network, spec.nodes, ip_addresses_per_node(slots), efa)
+    problems += found
+    if problems or layout is None or purchase is None:
+        return None, problems
+    assert spec.availability_zone is not None
+    return (
+        ResolvedCluster(
+            stack=stack,
+            name=name,
+            region=spec.region,
+            availability_zone=spec.availability_zone,
+            facts=facts,
+            node_count=spec.nodes,
+            efa=efa,
+            purchase=purchase,
+            layout=layout,
+            network=spec.network,
+            root_volume=spec.root_volume,
+            storage=spec.storage,
+            ami=spec.ami,
+            tags=dict(spec.tags),
+            hourly_usd=on_demand_hourly(spec.region, facts.instance_type),
+        ),
+        [],
+    )

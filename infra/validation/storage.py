@@ -1,0 +1,93 @@
+"""Where the cluster's data lives: a data stack, a bucket of this stack, or an existing one."""
+
+from __future__ import annotations
+
+import re
+
+from infra.errors import NOT_SET, Problem
+from infra.spec import (
+    StorageSpec,
+)
+from infra.validation.common import key
+
+BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*--ol-s3$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}\Z")
+STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,2}\Z")
+
+
+def check_storage(storage: StorageSpec, role: str) -> list[Problem]:
+    problems = []
+    if role == "data" and storage.source != "create":
+        return [
+            Problem(
+                path=key("storage.source"),
+                received=storage.source,
+                problem="the data stack creates the bucket other stacks use",
+                allowed="create",
+                fix="pulumi config set --path storage.source create",
+            )
+        ]
+    if storage.source == "stack":
+        if not storage.stack or not STACK_REF.match(storage.stack):
+            problems.append(
+                Problem(
+                    path=key("storage.stack"),
+                    received=storage.stack or NOT_SET,
+                    problem="storage.source is 'stack' but the data stack is not named",
+                    allowed="a stack reference: <organization>/gpu-cluster/<stack>",
+                    fix="pulumi config set --path storage.stack organization/gpu-cluster/data",
+                )
+            )
+    elif storage.stack is not None:
+        problems.append(
+            Problem(
+                path=key("storage.stack"),
+                received=storage.stack,
+                problem=f"storage.stack is only read when storage.source is 'stack', not "
+                f"'{storage.source}'",
+                allowed="unset",
+                fix="pulumi config rm --path storage.stack",
+            )
+        )
+    if storage.source == "existing" and not storage.bucket:
+        problems.append(
+            Problem(
+                path=key("storage.bucket"),
+                received=NOT_SET,
+                problem="storage.source is 'existing' but no bucket is named",
+                allowed="the name of an S3 bucket in this account",
+                fix="pulumi config set --path storage.bucket <bucket-name>",
+            )
+        )
+    if storage.bucket and storage.source == "stack":
+        problems.append(
+            Problem(
+                path=key("storage.bucket"),
+                received=storage.bucket,
+                problem="the bucket comes from the data stack when storage.source is 'stack'",
+                allowed="unset",
+                fix="pulumi config rm --path storage.bucket",
+            )
+        )
+    if storage.bucket and not BUCKET_NAME.match(storage.bucket):
+        problems.append(
+            Problem(
+                path=key("storage.bucket"),
+                received=storage.bucket,
+                problem="not a valid S3 bucket name",
+                allowed="3-63 lowercase letters, digits, '.' and '-', starting and ending "
+                "with a letter or digit",
+                fix="pulumi config set --path storage.bucket <valid-name>",
+            )
+        )
+    if storage.kms_key_arn and not KMS_KEY_ARN.match(storage.kms_key_arn):
+        problems.append(
+            Problem(
+                path=key("storage.kmsKeyArn"),
+                received=storage.kms_key_arn,
+                problem="not a KMS key ARN",
+                allowed="arn:aws:kms:<region>:<account>:key/<key-id>",
+                fix="pulumi config set --path storage.kmsKeyArn <key arn>",
+            )
+        )
+    return problems
