@@ -110,6 +110,10 @@ def _allowed(error: dict[str, Any]) -> str:
     if kind in ("greater_than_equal", "less_than_equal"):
         bound = "at least" if kind == "greater_than_equal" else "at most"
         return f"a whole number {bound} {ctx.get('ge', ctx.get('le'))}"
+    if kind == "greater_than":
+        return f"a number greater than {ctx.get('gt'):g}"
+    if kind.startswith("float"):
+        return "a number, e.g. 12.5"
     if kind.startswith("int"):
         return "a whole number"
     if kind.startswith("bool"):
@@ -134,6 +138,8 @@ def _example(error: dict[str, Any]) -> str:
         return str(ctx.get("expected", "<value>")).replace(" or ", ",").split(",")[0].strip(" '")
     if kind in ("greater_than_equal", "less_than_equal"):
         return str(ctx.get("ge", ctx.get("le")))
+    if kind == "greater_than" or kind.startswith("float"):
+        return "12.5"
     if kind.startswith("bool"):
         return "true"
     if kind == "value_error":

@@ -8,6 +8,7 @@ from conftest import TRAIN_LIKE, plan_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
+GROUP = "aws:autoscaling/group:Group"
 KEY = "aws:kms/key:Key"
 
 
@@ -17,18 +18,29 @@ def only(plan, type_):
     return found[0]
 
 
-def test_four_p4d_nodes_from_one_launch_template(train_plan):
+def test_four_p4d_nodes_in_one_auto_scaling_group(train_plan):
     template = only(train_plan, LT)
-    nodes = train_plan.of_type(INSTANCE)
-    assert len(nodes) == 4
+    group = only(train_plan, GROUP)
+    assert train_plan.of_type(INSTANCE) == []
     assert template.inputs["instanceType"] == "p4d.24xlarge"
-    lt_id = train_plan.state(template)["id"]
-    for node in nodes:
-        assert template.urn in node.dependencies
-        assert node.inputs["launchTemplate"]["version"] == "1"
-        assert node.inputs["launchTemplate"]["id"] == lt_id
-        assert node.parent == train_plan.named("train-nodes").urn
-    assert sorted(n.inputs["tags"]["gpu-cluster:node-index"] for n in nodes) == ["0", "1", "2", "3"]
+    inputs = group.inputs
+    assert inputs["minSize"] == inputs["maxSize"] == inputs["desiredCapacity"] == 4
+    assert inputs["launchTemplate"] == {"id": train_plan.state(template)["id"], "version": "1"}
+    assert template.urn in group.dependencies
+    node_subnet = train_plan.state(train_plan.named("train-network-private"))["id"]
+    assert inputs["vpcZoneIdentifiers"] == [node_subnet]
+    group_name = train_plan.state(train_plan.named("train-nodes-placement"))["name"]
+    assert inputs["placementGroup"] == group_name
+    assert inputs["instanceMaintenancePolicy"] == {
+        "minHealthyPercentage": 0,
+        "maxHealthyPercentage": 100,
+    }
+    assert inputs["healthCheckType"] == "EC2"
+    assert "instanceRefresh" not in inputs and "mixedInstancesPolicy" not in inputs
+    assert group.parent == train_plan.named("train-nodes").urn
+    tags = {t["key"]: t for t in inputs["tags"]}
+    assert all(t["propagateAtLaunch"] for t in tags.values())
+    assert tags["gpu-cluster:name"]["value"] == "train"
 
 
 def test_efa_interface_on_each_of_four_network_cards(train_plan):
@@ -135,7 +147,7 @@ def test_network_endpoints_nat_and_flow_logs(train_plan):
     assert len(train_plan.of_type("aws:ec2/natGateway:NatGateway")) == 1
     flow = only(train_plan, "aws:ec2/flowLog:FlowLog")
     assert flow.inputs["trafficType"] == "ALL"
-    group = only(train_plan, "aws:cloudwatch/logGroup:LogGroup")
+    group = train_plan.named("train-network-flow-logs")
     assert (
         group.inputs["kmsKeyId"] == train_plan.state(train_plan.named("train-security-key"))["arn"]
     )
@@ -146,27 +158,32 @@ def test_user_data_builds_raid0_and_node_list(train_plan):
 
     script = base64.b64decode(only(train_plan, LT).inputs["userData"]).decode()
     assert "mdadm --create /dev/md0 --level=0" in script
-    assert "NVME_DISKS=8" in script and "EFA_INTERFACES=4" in script
+    assert "NVME_DISKS=8" in script and "EFA_INTERFACES=4" in script and "SPOT=false" in script
     assert "/etc/gpu-cluster/nodes" in script and "/etc/gpu-cluster/torchrun.env" in script
-    # rank and size come from the node's own tags, so the script is the same on every node
-    assert "tags/instance/gpu-cluster:node-index" in script
-    assert "tags/instance/gpu-cluster:node-count" in script
-    assert "NODE_COUNT=" not in script.split("cat > /usr/local/sbin")[0]
+    # the node count comes from the node's Auto Scaling group, not from the template
+    assert (
+        "describe-auto-scaling-groups" in script
+        and "NODE_COUNT=" not in script.split("cat > /usr/local/sbin")[0]
+    )
+    assert "{{" not in script  # every placeholder was filled
 
 
 def test_stack_outputs(train_plan):
     out = train_plan.outputs
-    assert out["onDemandQuota"] == {"quota": "Running On-Demand P instances", "vcpusNeeded": 384}
+    assert out["vcpuQuotasNeeded"] == {"Running On-Demand P instances": 384}
     assert out["totalGpus"] == 32 and out["nodeCount"] == 4
-    assert len(out["nodePrivateIps"]) == 4
-    assert len(out["ssmSessionCommands"]) == 4
-    assert [c.rsplit(" ", 1)[1] for c in out["ssmSessionCommands"]] == out["instanceIds"]
-    assert all(i.startswith("i-") for i in out["instanceIds"])
-    assert all(c.startswith("aws ssm start-session") for c in out["ssmSessionCommands"])
-    master = out["nodePrivateIps"][0]
-    for rank, command in enumerate(out["torchrunCommands"]):
-        assert f"--node_rank={rank}" in command and f"--rdzv_endpoint={master}:29500" in command
-        assert "--nnodes=4 --nproc_per_node=8" in command
+    assert out["purchaseOption"] == "on-demand"
+    group = train_plan.state(only(train_plan, GROUP))["name"]
+    assert out["nodeGroupName"] == group
+    assert f"Name=tag:aws:autoscaling:groupName,Values={group}" in out["listNodesCommand"]
+    (ssm,) = out["ssmSessionCommands"]
+    assert ssm.startswith("aws ssm start-session --region us-east-1 --target $(") and group in ssm
+    # one command on every node: c10d rendezvous assigns ranks
+    assert out["torchrunCommand"] == "gpuc-torchrun train.py"
+    run = out["runOnEveryNodeCommand"]
+    assert f"--targets Key=tag:aws:autoscaling:groupName,Values={group}" in run
+    assert "AWS-RunShellScript" in run and "gpuc-torchrun train.py" in run
+    assert "nodePrivateIps" not in out and "instanceIds" not in out
 
 
 def test_components_parent_chain_and_names(train_plan):
@@ -221,7 +238,7 @@ def test_created_bucket_is_protected_retained_and_locked_down():
     assert rule["abortIncompleteMultipartUpload"]["daysAfterInitiation"] >= 1
 
 
-def test_single_node_without_efa_has_no_placement_group():
+def test_single_on_demand_node_is_a_plain_instance_without_placement_group():
     config = {
         **TRAIN_LIKE,
         "gpu-cluster:instanceType": "g5.xlarge",
@@ -230,8 +247,19 @@ def test_single_node_without_efa_has_no_placement_group():
     plan = plan_config(config, stack="dev1")
     assert plan.error is None, plan.error
     assert plan.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    assert plan.of_type(GROUP) == []
     nics = only(plan, LT).inputs["networkInterfaces"]
-    assert len(nics) == 1 and "torchrunCommands" not in plan.outputs
+    assert len(nics) == 1 and "torchrunCommand" not in plan.outputs
+    node = only(plan, INSTANCE)
+    # "$Default": template changes never show as a diff on the running box; a replacement
+    # launches the current default version
+    assert node.inputs["launchTemplate"]["version"] == "$Default"
+    assert node.ignore_changes == () and node.delete_before_replace
+    assert node.replacement_trigger.startswith("g5.xlarge/subnet-")
+    assert plan.outputs["instanceIds"] == [plan.state(node)["id"]]
+    assert plan.outputs["ssmSessionCommands"] == [
+        f"aws ssm start-session --region us-east-1 --target {plan.state(node)['id']}"
+    ]
 
 
 def test_p5_cluster_gets_32_efa_interfaces_per_node():
@@ -269,21 +297,8 @@ def test_default_ami_is_the_deep_learning_ami_for_the_architecture(train_plan):
     assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/sda1"
 
 
-def test_user_data_is_valid_bash(train_plan, tmp_path):
-    import base64
-    import shutil
-    import subprocess
-
-    bash = shutil.which("bash")
-    assert bash is not None
-    script = tmp_path / "user-data.sh"
-    script.write_bytes(base64.b64decode(only(train_plan, LT).inputs["userData"]))
-    result = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-
-
-def test_scaling_up_adds_nodes_without_touching_running_ones(train_plan):
-    """`pulumi config set nodes 8` on train: same template, nodes 0-3 change only a tag."""
+def test_scaling_up_resizes_the_group_and_leaves_the_template_alone(train_plan):
+    """`pulumi config set nodes 8` on train: same template and trigger, only the sizes change."""
     from conftest import ROOT
 
     from infra.stack_files import load_stack_config
@@ -292,73 +307,22 @@ def test_scaling_up_adds_nodes_without_touching_running_ones(train_plan):
     bigger = plan_config(config, stack="train")
     assert bigger.error is None, bigger.error
     assert only(bigger, LT).inputs == only(train_plan, LT).inputs
-    before = {r.name: r for r in train_plan.of_type(INSTANCE)}
-    after = {r.name: r for r in bigger.of_type(INSTANCE)}
-    assert set(before) < set(after) and len(after) == 8
-    for name, node in before.items():
-        grown = after[name]
-        assert {k: v for k, v in grown.inputs.items() if k != "tags"} == {
-            k: v for k, v in node.inputs.items() if k != "tags"
-        }
-        assert grown.inputs["tags"]["gpu-cluster:node-count"] == "8"
-        assert node.inputs["tags"]["gpu-cluster:node-count"] == "4"
-        # a new template version (e.g. a new Deep Learning AMI) never replaces a running node
-        assert grown.ignore_changes == ("launchTemplate",)
-        assert grown.replacement_trigger == node.replacement_trigger
-        assert grown.replacement_trigger.startswith("p4d.24xlarge/subnet-")
+    before, after = only(train_plan, GROUP), only(bigger, GROUP)
+    changed = {k for k in before.inputs if before.inputs[k] != after.inputs.get(k)}
+    assert changed == {"minSize", "maxSize", "desiredCapacity"}
+    assert after.inputs["desiredCapacity"] == 8
+    assert after.replacement_trigger == before.replacement_trigger
+    # no ignore_changes anywhere: replacements never reuse old inputs
+    assert all(r.ignore_changes == () for r in bigger.resources)
 
 
-def test_changing_instance_type_replaces_the_nodes(train_plan):
-    """Nodes ignore template changes, so what needs a new node must say so explicitly."""
+def test_changing_instance_type_replaces_the_group_first(train_plan):
+    """A type (or NIC layout) change replaces the group, deleting the old nodes first."""
     other = plan_config({**TRAIN_LIKE, "gpu-cluster:instanceType": "p5.48xlarge"}, stack="train")
     assert other.error is None, other.error
-    before = {r.name: r.replacement_trigger for r in train_plan.of_type(INSTANCE)}
-    after = {r.name: r.replacement_trigger for r in other.of_type(INSTANCE)}
-    assert set(before) == set(after)
-    for name, trigger in before.items():
-        assert trigger and after[name] and trigger != after[name]
-        assert after[name].startswith("p5.48xlarge/") and "31.0:efa-only" in after[name]
-
-
-def test_node_list_refresh_script_runs(tmp_path):
-    """Run the node's refresh script with stub `curl` (IMDS) and `aws` (EC2) on this machine."""
-    import os
-    import shutil
-    import stat
-    import subprocess
-
-    from components.user_data import BootConfig, render_user_data
-
-    etc = tmp_path / "etc"
-    etc.mkdir()
-    script = render_user_data(BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1"))
-    env_file = script.split("cat > /etc/gpu-cluster/cluster.env <<'ENV'\n")[1].split("\nENV\n")[0]
-    refresh = script.split("<<'SCRIPT'\n")[1].split("\nSCRIPT\n")[0]
-    (etc / "cluster.env").write_text(env_file + "\n")
-    program = tmp_path / "refresh.sh"
-    program.write_text(refresh.replace("/etc/gpu-cluster", str(etc)))
-    stubs = tmp_path / "bin"
-    stubs.mkdir()
-    (stubs / "curl").write_text(
-        '#!/bin/bash\ncase "$*" in\n  *node-index*) echo 1;;\n  *node-count*) echo 3;;\n'
-        "  *) echo token;;\nesac\n"
+    before, after = only(train_plan, GROUP), only(other, GROUP)
+    assert before.replacement_trigger != after.replacement_trigger
+    assert after.replacement_trigger.startswith("p5.48xlarge/") and "31.0:efa-only" in (
+        after.replacement_trigger
     )
-    (stubs / "aws").write_text(
-        "#!/bin/bash\nprintf '2\\t10.42.0.12\\n0\\t10.42.0.10\\n1\\t10.42.0.11\\n'\n"
-    )
-    for stub in stubs.iterdir():
-        stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"}
-    bash = shutil.which("bash")
-    assert bash is not None
-    result = subprocess.run([bash, str(program), "--wait"], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert (etc / "nodes").read_text().split("\n")[:3] == [
-        "0\t10.42.0.10",
-        "1\t10.42.0.11",
-        "2\t10.42.0.12",
-    ]
-    torchrun = dict(line.split("=", 1) for line in (etc / "torchrun.env").read_text().splitlines())
-    assert torchrun["NNODES"] == "3" and torchrun["NODE_RANK"] == "1"
-    assert torchrun["MASTER_ADDR"] == "10.42.0.10" and torchrun["NPROC_PER_NODE"] == "8"
-    assert torchrun["FI_PROVIDER"] == "efa" and torchrun["DATA_BUCKET"] == "bucket-1"
+    assert before.delete_before_replace and after.delete_before_replace

@@ -206,7 +206,7 @@ bad_enum = st.one_of(
     st.builds(
         lambda v: sets("bad purchaseOption", purchaseOption=v),
         st.one_of(garbage, st.sampled_from(["On-Demand", "spot ", "reserved"])).filter(
-            not_in("on-demand", "spot", "capacity-block")
+            not_in("on-demand", "spot", "capacity-reservation", "capacity-block")
         ),
     ),
     st.builds(
@@ -453,8 +453,28 @@ gpus_per_node_with_type = st.just(
     )
 )
 zone_missing = st.just(Mutation("availabilityZone missing", drop=(key("availabilityZone"),)))
-not_built_purchase = st.sampled_from(["spot", "capacity-block"]).map(
-    lambda option: sets(f"{option} not available", purchaseOption=option)
+# Each stays invalid whatever other purchase mutation it is combined with: a settings object
+# that another purchaseOption leaves stray is rejected too.
+bad_purchase = st.sampled_from(
+    [
+        sets(
+            "capacity-block id malformed",
+            purchaseOption="capacity-block",
+            capacityBlock='{"id": "cr-1"}',
+        ),
+        sets(
+            "reservation id malformed",
+            purchaseOption="capacity-reservation",
+            capacityReservation='{"id": "cr-1"}',
+        ),
+        sets("capacity-reservation without settings", purchaseOption="capacity-reservation"),
+        sets(
+            "spot fallback with other GPUs",
+            purchaseOption="spot",
+            spot='{"fallbackTypes": ["p5.48xlarge"]}',
+        ),
+        sets("spot base above the nodes", purchaseOption="spot", spot='{"onDemandBase": 100000}'),
+    ]
 )
 bad_cidr_text = st.one_of(
     st.text(max_size=20),
@@ -547,7 +567,7 @@ CLUSTER_ONLY = [
     both_type_and_gpu,
     gpus_per_node_with_type,
     zone_missing,
-    not_built_purchase,
+    bad_purchase,
     bad_network_meaning,
     public_ip_with_efa,
     gp3_ratio,

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, STACKS, TRAIN_LIKE, plan_config
+from conftest import ROOT, STACKS, TRAIN_LIKE
 
 from components.catalog import load_catalog
 from components.cidr import MAX_VPC_PREFIX, MIN_VPC_PREFIX, default_layout, max_nodes
 from components.nic_layout import ip_addresses_per_node, nic_layout
 from infra.config import load_spec
-from infra.errors import NOT_SET, ConfigError, Problem
 from infra.cost.gpu_prices import on_demand_hourly
+from infra.errors import NOT_SET, ConfigError, Problem
 from infra.spec import CONFIG_KEYS
 from infra.stack_files import load_stack_config
 from infra.validation import ResolvedCluster, ResolvedData
@@ -542,270 +542,171 @@ def test_unknown_ami_architecture_is_a_shape_error_with_a_usable_fix():
 
 # ---------------------------------------------------------------------- purchase option
 
+BLOCK_ID = "cr-0123456789abcdef0"
 
-def test_spot_is_not_built_yet():
-    facts = CATALOG.get("p4d.24xlarge")
-    assert "spot" in facts.usage_classes  # so the message is about this version, not AWS
-    problem = only_problem(config(purchaseOption="spot"))
-    assert problem.path == "gpu-cluster:purchaseOption"
-    assert problem.received == "spot"
-    assert problem.problem == "spot nodes are not built yet in this version of gpu-cluster"
-    assert problem.allowed == "on-demand"
-    assert problem.fix == "pulumi config set purchaseOption on-demand"
+
+def test_each_purchase_option_resolves_to_its_settings():
+    from components.purchase import CapacityBlock, CapacityReservation, OnDemand, Spot
+
+    assert resolved(TRAIN_LIKE).purchase == OnDemand()
+    spot = resolved(
+        config(
+            purchaseOption="spot",
+            spot={"maxPrice": 12.5, "onDemandBase": 1, "fallbackTypes": ["p4de.24xlarge"]},
+            availabilityZone="us-east-1b",  # p4de is offered in 1b and 1c only
+        )
+    ).purchase
+    assert spot == Spot(max_price=12.5, on_demand_base=1, fallback_types=("p4de.24xlarge",))
+    reservation = resolved(
+        config(
+            purchaseOption="capacity-reservation",
+            capacityReservation={"create": True, "endDate": "2099-01-31T00:00:00Z"},
+        )
+    ).purchase
+    assert reservation == CapacityReservation(create=True, end_date="2099-01-31T00:00:00Z")
+    block = resolved(config(purchaseOption="capacity-block", capacityBlock={"id": BLOCK_ID}))
+    assert block.purchase == CapacityBlock(reservation_id=BLOCK_ID)
 
 
 def test_capacity_block_cannot_be_bought_for_g5():
     facts = CATALOG.get("g5.xlarge")
     assert "capacity-block" not in facts.usage_classes
     problem = only_problem(
-        config(instanceType="g5.xlarge", nodes=1, purchaseOption="capacity-block")
+        config(
+            instanceType="g5.xlarge",
+            nodes=1,
+            purchaseOption="capacity-block",
+            capacityBlock={"id": BLOCK_ID},
+        )
     )
     assert problem.path == "gpu-cluster:purchaseOption"
     assert problem.received == "capacity-block"
     assert problem.problem == "g5.xlarge cannot be bought as capacity-block"
-    assert problem.allowed == ", ".join(facts.usage_classes)
+    assert problem.allowed == "on-demand, spot, capacity-reservation"
 
 
 def test_unknown_purchase_option_lists_the_choices():
     problem = only_problem(config(purchaseOption="reserved"))
     assert problem.path == "gpu-cluster:purchaseOption"
     assert problem.received == "reserved"
-    assert problem.allowed == "one of 'on-demand', 'spot' or 'capacity-block'"
+    assert problem.allowed == (
+        "one of 'on-demand', 'spot', 'capacity-reservation' or 'capacity-block'"
+    )
     assert problem.fix == "pulumi config set purchaseOption on-demand"
 
 
-# ----------------------------------------------------------------------------- storage
-
-
-def test_existing_storage_without_a_bucket():
-    problem = only_problem(config(storage={"source": "existing"}))
-    assert problem.path == "gpu-cluster:storage.bucket"
+def test_capacity_block_needs_its_id():
+    problem = only_problem(config(purchaseOption="capacity-block"))
+    assert problem.path == "gpu-cluster:capacityBlock.id"
     assert problem.received == NOT_SET
-    assert problem.problem == "storage.source is 'existing' but no bucket is named"
-    assert problem.fix == "pulumi config set --path storage.bucket <bucket-name>"
+    assert "gpuc capacity-block offerings" in problem.fix
 
 
-@pytest.mark.parametrize("bucket", ["My_Bucket", "ab", "-leading-dash", "x" * 64])
-def test_invalid_bucket_name(bucket):
-    problem = only_problem(config(storage={"source": "existing", "bucket": bucket}))
-    assert problem.path == "gpu-cluster:storage.bucket"
-    assert problem.received == bucket
-    assert problem.problem == "not a valid S3 bucket name"
-    assert "3-63 lowercase letters" in problem.allowed
+@pytest.mark.parametrize("bad", ["cr-123", "cb-0123456789abcdef0", "CR-0123456789ABCDEF0"])
+def test_reservation_ids_are_checked(bad):
+    problem = only_problem(config(purchaseOption="capacity-block", capacityBlock={"id": bad}))
+    assert problem.path == "gpu-cluster:capacityBlock.id"
+    assert problem.received == bad
+    assert problem.allowed.startswith("cr- followed by 17 hex digits")
 
 
-def test_valid_existing_bucket_is_accepted():
-    spec = resolved(config(storage={"source": "existing", "bucket": "my-datasets.v2"}))
-    assert spec.storage.bucket == "my-datasets.v2"
+def test_spot_with_a_reservation_is_rejected():
+    problem = only_problem(config(purchaseOption="spot", capacityReservation={"id": BLOCK_ID}))
+    assert problem.path == "gpu-cluster:capacityReservation"
+    assert problem.received == {"id": BLOCK_ID, "create": False}
+    assert problem.problem == (
+        "spot instances cannot launch into a capacity reservation or block; purchaseOption is spot"
+    )
+    assert problem.fix.startswith("pulumi config rm capacityReservation")
 
 
-def test_stack_storage_without_a_stack_name():
-    problem = only_problem(config(storage={"source": "stack"}))
-    assert problem.path == "gpu-cluster:storage.stack"
-    assert problem.received == NOT_SET
-    assert "organization/gpu-cluster/data" in problem.fix
+def test_settings_of_another_option_are_not_silently_ignored():
+    problem = only_problem(config(spot={"maxPrice": 3}))
+    assert problem.path == "gpu-cluster:spot"
+    assert (
+        problem.problem
+        == "spot settings only apply to purchaseOption spot; purchaseOption is on-demand"
+    )
 
 
-# -------------------------------------------------------------------------- data stack
-
-
-def data_config(**values) -> dict[str, str]:
-    return config(load_stack_config("data", ROOT), **values)
-
-
-def test_data_stack_with_an_instance_type():
-    problem = only_problem(data_config(instanceType="p4d.24xlarge"), "data")
-    assert problem.path == "gpu-cluster:instanceType"
-    assert problem.received == "p4d.24xlarge"
-    assert problem.problem == "a data stack has no compute; this key is not used"
-    assert problem.allowed == "unset (role: data)"
-    assert problem.fix == "pulumi config rm instanceType"
-
-
-def test_data_stack_must_create_its_bucket():
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"id": BLOCK_ID, "create": True},
+        {
+            "id": BLOCK_ID,
+            "resourceGroupArn": "arn:aws:resource-groups:us-east-1:123456789012:group/gpus",
+        },
+    ],
+)
+def test_a_reservation_needs_exactly_one_source(settings):
     problem = only_problem(
-        data_config(storage={"source": "stack", "stack": "organization/gpu-cluster/data"}),
-        "data",
+        config(purchaseOption="capacity-reservation", capacityReservation=settings)
     )
-    assert problem.path == "gpu-cluster:storage.source"
-    assert problem.received == "stack"
-    assert problem.allowed == "create"
+    assert problem.path == "gpu-cluster:capacityReservation"
+    assert problem.problem.startswith(
+        "a capacity reservation needs exactly one of id, resourceGroupArn or create: true"
+    )
 
 
-def test_unknown_role_is_the_only_problem_reported():
-    """Without a role, the meaning checks would guess (cluster) and invent problems."""
-    problem = only_problem(data_config(role="dta"), "data")
-    assert problem.path == "gpu-cluster:role"
-    assert problem.received == "dta"
-    assert problem.allowed == "one of 'cluster' or 'data'"
-    assert problem.fix == "pulumi config set role cluster"
+def test_reservation_end_date_rules():
+    past = only_problem(
+        config(
+            purchaseOption="capacity-reservation",
+            capacityReservation={"create": True, "endDate": "2020-01-01T00:00:00Z"},
+        )
+    )
+    assert past.path == "gpu-cluster:capacityReservation.endDate"
+    assert past.problem == "the end date has passed"
+    naive = only_problem(
+        config(
+            purchaseOption="capacity-reservation",
+            capacityReservation={"create": True, "endDate": "2099-01-01"},
+        )
+    )
+    assert naive.problem == "not a date and time with a time zone"
+    stray = only_problem(
+        config(
+            purchaseOption="capacity-reservation",
+            capacityReservation={"id": BLOCK_ID, "endDate": "2099-01-01T00:00:00Z"},
+        )
+    )
+    assert stray.problem == "endDate only applies to a reservation this stack creates"
 
 
 @pytest.mark.parametrize(
-    ("values", "path"),
+    ("fallback", "reason"),
     [
-        ({"clusterName": "train\n"}, "gpu-cluster:clusterName"),
-        (
-            {"storage": {"source": "existing", "bucket": "my-bucket\n"}},
-            "gpu-cluster:storage.bucket",
-        ),
-        (
-            {"storage": {"source": "stack", "stack": "org/gpu-cluster/data\n"}},
-            "gpu-cluster:storage.stack",
-        ),
-        ({"ami": {"id": "ami-01234567\n", "architecture": "x86_64"}}, "gpu-cluster:ami.id"),
-        ({"tags": {"team\n": "ml"}}, "gpu-cluster:tags.team\n"),
+        ("p5.48xlarge", "has 8 x H100; the group runs 8 x A100"),
+        ("p4d.24xlarge", "listed twice (the primary type is always used first)"),
+        ("p4de.24xlarge", "is not offered in us-east-1a"),
+        ("p4x.24xlarge", None),
     ],
 )
-def test_trailing_newline_is_not_a_valid_name(values, path):
-    """A YAML block scalar can end a value with a newline; AWS would reject it at deploy time."""
-    problem = only_problem(config(**values))
-    assert problem.path == path
+def test_spot_fallback_types_must_match_the_group(fallback, reason):
+    problem = only_problem(config(purchaseOption="spot", spot={"fallbackTypes": [fallback]}))
+    assert problem.path == "gpu-cluster:spot.fallbackTypes[0]"
+    assert problem.received == fallback
+    if reason:
+        assert problem.problem == f"fallback type {fallback} {reason}"
+    else:
+        assert problem.problem == "fallback type: not an NVIDIA GPU instance type in the catalog"
+    assert problem.fix == "pulumi config rm --path spot.fallbackTypes[0]"
 
 
-@pytest.mark.parametrize("tag", ["cost center", "team/owner"])
-def test_tag_key_must_be_valid_in_instance_metadata(tag):
-    problem = only_problem(config(tags={tag: "x"}))
-    assert problem.path == f"gpu-cluster:tags.{tag}"
-    assert problem.received == tag
-    assert "instance metadata" in problem.problem
-    assert problem.fix == f"rename the tag, e.g. {tag.replace(' ', '-').replace('/', '-')}"
+def test_spot_on_demand_base_cannot_exceed_the_nodes():
+    problem = only_problem(config(purchaseOption="spot", spot={"onDemandBase": 5}))
+    assert problem.path == "gpu-cluster:spot.onDemandBase"
+    assert problem.received == 5
+    assert problem.allowed == "0 to 4"
 
 
-# ------------------------------------------------------------------------------ region
-
-
-def test_missing_region():
-    problem = only_problem(config(drop=("aws:region",)))
-    assert problem.path == "aws:region"
-    assert problem.received == NOT_SET
-    assert problem.problem == "the AWS region is not set"
-    assert problem.fix == "pulumi config set aws:region us-east-1"
-
-
-def test_unknown_region_suggests_a_known_one():
-    cfg = config(nodes=4)
-    cfg["aws:region"] = "us-est-1"
-    problems = problems_of(cfg)
-    region = next(p for p in problems if p.path == "aws:region")
-    assert region.received == "us-est-1"
-    assert region.problem == "no GPU offerings are known for this region"
-    assert region.allowed == ", ".join(CATALOG.regions)
-    assert region.fix.startswith("did you mean 'us-east-1'?")
-    assert "gpuc catalog refresh" in region.fix
-
-
-def test_unknown_region_adds_no_knock_on_offering_errors():
-    cfg = config(nodes=4)
-    cfg["aws:region"] = "us-est-1"
-    paths = [p.path for p in problems_of(cfg)]
-    assert "gpu-cluster:instanceType" not in paths
-
-
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [
-        ("network", {"vpcCidr": "10.9.0.0/16"}),
-        ("rootVolume", {"sizeGib": 300}),
-        ("purchaseOption", "spot"),
-        ("ami", {"ssmParameter": "/my/ami"}),
-    ],
-)
-def test_data_stack_rejects_compute_settings(name, value):
-    problem = only_problem(data_config(**{name: value}), "data")
-    assert problem.path == f"gpu-cluster:{name}"
-    assert problem.problem == "a data stack has no compute; this key is not used"
-    assert problem.fix == f"pulumi config rm {name}"
-
-
-def test_region_unknown_on_a_data_stack():
-    cfg = load_stack_config("data", ROOT)
-    cfg["aws:region"] = "mars-north-1"
-    problem = only_problem(cfg, "data")
-    assert problem.path == "aws:region"
-    assert problem.received == "mars-north-1"
-
-
-# ---------------------------------------------------------------- several problems at once
-
-
-def test_every_problem_is_reported_at_once():
-    cfg = config(
-        nodez="3",
-        nodes="0",
-        efa="maybe",
-        purchaseOption="reserved",
-        network={"vpcCidr": "10.42.0.0/33"},
-        storage={"source": "existing"},
-    )
-    problems = problems_of(cfg)
-    paths = [p.path for p in problems]
-    assert len(paths) == len(set(paths)), paths
-    assert set(paths) == {
-        "gpu-cluster:nodez",
-        "gpu-cluster:nodes",
-        "gpu-cluster:efa",
-        "gpu-cluster:purchaseOption",
-        "gpu-cluster:network.vpcCidr",
-        "gpu-cluster:storage.bucket",
-    }
-
-
-def test_shape_errors_do_not_hide_meaning_errors_elsewhere():
-    problems = problems_of(config(nodes="zero", instanceType="p4d.24xlarg", clusterName="Bad_Name"))
-    assert {p.path for p in problems} == {
-        "gpu-cluster:nodes",
-        "gpu-cluster:instanceType",
-        "gpu-cluster:clusterName",
-    }
-
-
-def test_message_renders_every_problem_with_received_allowed_and_fix():
-    with pytest.raises(ConfigError) as info:
-        load_spec(config(nodez="3", nodes="0"), STACK)
-    text = str(info.value)
-    assert text.startswith(
-        f"stack '{STACK}' has 2 configuration problems; nothing was planned or created:"
-    )
-    for problem in info.value.problems:
-        assert f"  - {problem.path}: {problem.problem}" in text
-        assert f"      fix:      {problem.fix}" in text
-    assert text.count("received:") == text.count("allowed:") == text.count("fix:") == 2
-
-
-def test_too_many_tags_and_reserved_tag_prefix():
-    tags = {f"k{i}": "v" for i in range(46)}
-    tags["aws:owner"] = "me"
-    problems = problems_of(config(tags=tags))
-    assert {p.path for p in problems} == {"gpu-cluster:tags", "gpu-cluster:tags.aws:owner"}
-
-
-def test_invalid_cluster_name_from_the_stack_name():
-    problem = only_problem(TRAIN_LIKE, stack="Train_Stack")
-    assert problem.path == "gpu-cluster:clusterName"
-    assert problem.received == "Train_Stack"
-    assert "defaults to the stack name" in problem.problem
-    assert problem.fix == "pulumi config set clusterName train-stack"
-
-
-# ------------------------------------------------------------------ end to end (engine)
-
-
-def test_plan_of_an_invalid_config_creates_nothing():
-    plan = plan_config(config(nodez="3", network={"vpcCidr": "10.42.0.0/8"}))
-    assert isinstance(plan.error, ConfigError)
-    assert {p.path for p in plan.error.problems} == {
-        "gpu-cluster:nodez",
-        "gpu-cluster:network.vpcCidr",
-    }
-    assert [r for r in plan.resources if r.type != "pulumi:pulumi:Stack"] == []
-    assert plan.outputs == {}
-
-
-def test_plan_of_a_gpu_request_deploys_the_resolved_type():
-    plan = plan_config(gpu_request("A100", 8, nodes=2))
-    assert plan.error is None, plan.error
-    assert plan.outputs["instanceType"] == "p4d.24xlarge"
-    assert plan.outputs["nodeCount"] == 2
-    assert plan.outputs["totalGpus"] == 16
-    assert plan.outputs["efaInterfacesPerNode"] > 0  # EFA defaults on for 2 EFA nodes
+def test_spot_settings_shape_errors_name_the_field():
+    problems = problems_of(config(purchaseOption="spot", spot={"maxPrice": -1, "bid": 3}))
+    by_path = {p.path: p for p in problems}
+    assert set(by_path) == {"gpu-cluster:spot.maxPrice", "gpu-cluster:spot.bid"}
+    price = by_path["gpu-cluster:spot.maxPrice"]
+    assert price.received == -1 and price.allowed == "a number greater than 0"
+    assert price.fix == "pulumi config set --path spot.maxPrice 12.5"
+    assert by_path["gpu-cluster:spot.bid"].allowed == "fallbackTypes, maxPrice, onDemandBase"

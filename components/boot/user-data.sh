@@ -10,6 +10,7 @@ NVME_DISKS={{NVME_DISKS}}
 EFA_INTERFACES={{EFA_INTERFACES}}
 DATA_BUCKET={{DATA_BUCKET}}
 SCRATCH={{SCRATCH}}
+SPOT={{SPOT}}
 ENV
 . /etc/gpu-cluster/cluster.env
 mkdir -p "$SCRATCH"
@@ -23,8 +24,12 @@ if [ "$NVME_DISKS" -gt 0 ] && ! mountpoint -q "$SCRATCH"; then
   mdadm --stop --scan 2>/dev/null || true
   DISKS=()
   for _ in $(seq 1 60); do
-    mapfile -t DISKS < <(ls /dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_* 2>/dev/null \\
-      | grep -v -- '-part' | xargs -r -n1 readlink -f | sort -u)
+    mapfile -t DISKS < <(
+      for disk in /dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_*; do
+        case $disk in *-part*) continue ;; esac
+        [ -e "$disk" ] && readlink -f "$disk"
+      done | sort -u
+    )
     [ "${#DISKS[@]}" -ge "$NVME_DISKS" ] && break
     sleep 2
   done
@@ -74,7 +79,7 @@ WantedBy=timers.target
 UNIT
 
 # 3. Spot nodes: watch for the interruption notice and the rebalance recommendation.
-if [ "{{SPOT}}" = "true" ]; then
+if [ "$SPOT" = "true" ]; then
   cat > /usr/local/sbin/gpu-cluster-spot-watch <<'SCRIPT'
 {{SPOT_WATCH_SCRIPT}}
 SCRIPT
@@ -93,7 +98,7 @@ UNIT
 fi
 
 systemctl daemon-reload
-if [ "{{SPOT}}" = "true" ]; then
+if [ "$SPOT" = "true" ]; then
   systemctl enable --now gpu-cluster-spot-watch.service
 fi
 /usr/local/sbin/gpu-cluster-nodes --wait

@@ -140,8 +140,7 @@ def write_prices(
     today: str | None = None,
 ) -> None:
     """Replace the snapshot atomically, with its source and date."""
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, newline="")
-    with handle:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)

@@ -45,6 +45,7 @@ class PlannedResource:
     op: str = "create"
     ignore_changes: tuple[str, ...] = ()
     replacement_trigger: Any = None
+    delete_before_replace: bool = False
 
 
 @dataclass
@@ -128,6 +129,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
                 ignore_changes=tuple(request.ignoreChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
                 replacement_trigger=(
                     json_format.MessageToDict(request.replacement_trigger)
                     if request.HasField("replacement_trigger")

