@@ -194,7 +194,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.bucket_name = pulumi.Output.from_input(bucket_name)
         self.total_gpus = args.total_gpus
         self.node_group_name = self.nodes.group_name
-        self.job_command = torchrun_command() if args.node_count > 1 else None
+        self.job_command = torchrun_command()
         outputs: dict[str, pulumi.Input] = {
             "bucketName": self.bucket_name,
             "totalGpus": self.total_gpus,
@@ -205,11 +205,10 @@ class GpuCluster(pulumi.ComponentResource):
             self.list_nodes_command = group.apply(lambda g: list_nodes_command(g, args.region))
             self.ssm_commands = group.apply(lambda g: [ssm_first_node_command(g, args.region)])
             outputs |= {"nodeGroupName": group, "listNodesCommand": self.list_nodes_command}
-            if self.job_command:
-                self.run_everywhere_command = group.apply(
-                    lambda g: run_on_every_node_command(args.region, "aws:autoscaling:groupName", g)
-                )
-                outputs["runOnEveryNodeCommand"] = self.run_everywhere_command
+            self.run_everywhere_command = group.apply(
+                lambda g: run_on_every_node_command(args.region, "aws:autoscaling:groupName", g)
+            )
+            outputs["runOnEveryNodeCommand"] = self.run_everywhere_command
         else:
             self.private_ips = self.nodes.private_ips
             self.ssm_commands = self.nodes.instance_ids.apply(
@@ -217,6 +216,5 @@ class GpuCluster(pulumi.ComponentResource):
             )
             outputs |= {"nodePrivateIps": self.private_ips, "instanceIds": self.nodes.instance_ids}
         outputs["ssmSessionCommands"] = self.ssm_commands
-        if self.job_command:
-            outputs["torchrunCommand"] = self.job_command
+        outputs["torchrunCommand"] = self.job_command
         self.register_outputs(outputs)

@@ -80,14 +80,13 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     if cluster.node_group_name is not None:
         pulumi.export("nodeGroupName", cluster.node_group_name)
         pulumi.export("listNodesCommand", cluster.list_nodes_command)
+        pulumi.export("runOnEveryNodeCommand", cluster.run_everywhere_command)
     else:
         pulumi.export("nodePrivateIps", cluster.private_ips)
         pulumi.export("instanceIds", cluster.nodes.instance_ids)
     pulumi.export("ssmSessionCommands", cluster.ssm_commands)
     pulumi.export("bucketName", cluster.bucket_name)
-    if cluster.job_command is not None:
-        pulumi.export("torchrunCommand", cluster.job_command)
-        pulumi.export("runOnEveryNodeCommand", cluster.run_everywhere_command)
+    pulumi.export("torchrunCommand", cluster.job_command)
     spot_nodes = (
         spec.node_count - min(spec.purchase.on_demand_base, spec.node_count)
         if isinstance(spec.purchase, Spot)

@@ -249,7 +249,8 @@ def test_single_on_demand_node_is_a_plain_instance_without_placement_group():
     assert plan.of_type("aws:ec2/placementGroup:PlacementGroup") == []
     assert plan.of_type(GROUP) == []
     nics = only(plan, LT).inputs["networkInterfaces"]
-    assert len(nics) == 1 and "torchrunCommand" not in plan.outputs
+    assert len(nics) == 1 and plan.outputs["torchrunCommand"] == "gpuc-torchrun train.py"
+    assert "runOnEveryNodeCommand" not in plan.outputs
     node = only(plan, INSTANCE)
     # "$Default": template changes never show as a diff on the running box; a replacement
     # launches the current default version

@@ -114,12 +114,15 @@ def _row(
 
 
 def fetch_prices(
-    regions: Iterable[str], catalog: Catalog | None = None, session: boto3.Session | None = None
+    regions: Iterable[str],
+    catalog: Catalog | None = None,
+    session: boto3.Session | None = None,
+    pricing: Any = None,
 ) -> list[dict[str, str]]:
     """Every row of a new snapshot; raises AwsError on the first failed call."""
     catalog = catalog or load_catalog()
     kinds = sorted(catalog.instance_types)
-    pricing = client("pricing", PRICING_REGION, session)
+    pricing = pricing or client("pricing", PRICING_REGION, session)
     rows: list[dict[str, str]] = []
     for region in regions:
         ec2 = client("ec2", region, session)

@@ -32,6 +32,15 @@ ID_PREFIX = {
 }
 
 
+# Inputs AWS cannot change in place: a different value means a new resource with a new id (so a
+# plan of a changed stack shows what would point at a replaced subnet or placement group).
+CREATE_ONLY = {
+    "aws:ec2/subnet:Subnet": ("availabilityZone", "cidrBlock", "vpcId"),
+    "aws:ec2/vpc:Vpc": ("cidrBlock",),
+    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
+}
+
+
 def _digest(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
@@ -53,7 +62,8 @@ class PlanMocks(pulumi.runtime.Mocks):
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
         if typ == "pulumi:pulumi:StackReference":
             return self._stack_reference(inputs.get("name", name))
-        physical = f"{ID_PREFIX.get(typ, name)}-{_digest(typ, name)}"
+        identity = [str(inputs.get(field, "")) for field in CREATE_ONLY.get(typ, ())]
+        physical = f"{ID_PREFIX.get(typ, name)}-{_digest(typ, name, *identity)}"
         state = {**inputs, "arn": inputs.get("arn", self.arn("ec2", physical))}
         if typ == "aws:ec2/subnet:Subnet" and name.endswith("-private"):
             self._node_network = ipaddress.IPv4Network(inputs["cidrBlock"])
@@ -63,7 +73,7 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state["latestVersion"] = 1
         elif typ == "aws:ec2/placementGroup:PlacementGroup":
-            state["name"] = inputs.get("name", physical)
+            state["name"] = inputs.get("name", f"{name}-{_digest(typ, name, length=7)}")
             state["arn"] = self.arn("ec2", f"placement-group/{state['name']}")
         elif typ == "aws:autoscaling/group:Group":
             physical = inputs.get("name") or f"{name}-{_digest(name, length=7)}"

@@ -1,0 +1,346 @@
+"""Every purchase option plans (mock engine) with the right market options, reservation
+targets, allocation strategy and placement; switching needs only the option (and its id)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from conftest import ROOT, TRAIN_LIKE, plan_config
+
+from infra.errors import AwsError, ConfigError
+from infra.facts import ReservationFacts
+from infra.plan.engine import run_plan
+from infra.stack_files import load_stack_config
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+GROUP = "aws:autoscaling/group:Group"
+PG = "aws:ec2/placementGroup:PlacementGroup"
+RESERVATION = "aws:ec2/capacityReservation:CapacityReservation"
+RULE = "aws:cloudwatch/eventRule:EventRule"
+BLOCK_ID = "cr-0123456789abcdef0"
+
+
+def only(plan, type_):
+    found = plan.of_type(type_)
+    assert len(found) == 1, [r.name for r in found]
+    return found[0]
+
+
+def train_with(**values: object) -> dict[str, str]:
+    """The train stack file, changed only by ``values`` (as `pulumi config set` would)."""
+    config = load_stack_config("train", ROOT)
+    for name, value in values.items():
+        config[f"gpu-cluster:{name}"] = json.dumps(value) if isinstance(value, dict) else str(value)
+    return config
+
+
+def planned(config: dict[str, str], stack: str = "train", **kwargs):
+    plan = run_plan(stack, config, **kwargs) if kwargs else plan_config(config, stack)
+    assert plan.error is None, plan.error
+    return plan
+
+
+def user_data(plan) -> str:
+    return base64.b64decode(only(plan, LT).inputs["userData"]).decode()
+
+
+def test_spot_group_mixed_instances_policy_and_interruption_handling():
+    plan = planned(
+        train_with(
+            purchaseOption="spot",
+            availabilityZone="us-east-1b",
+            spot={"maxPrice": 12.5, "onDemandBase": 1, "fallbackTypes": ["p4de.24xlarge"]},
+        )
+    )
+    group = only(plan, GROUP).inputs
+    template = only(plan, LT)
+    assert "launchTemplate" not in group  # the mixed instances policy names the template
+    policy = group["mixedInstancesPolicy"]
+    assert policy["instancesDistribution"] == {
+        "onDemandBaseCapacity": 1,
+        "onDemandPercentageAboveBaseCapacity": 0,
+        "onDemandAllocationStrategy": "prioritized",
+        "spotAllocationStrategy": "price-capacity-optimized",
+        "spotMaxPrice": "12.5",
+    }
+    spec = policy["launchTemplate"]["launchTemplateSpecification"]
+    assert spec == {"launchTemplateId": plan.state(template)["id"], "version": "1"}
+    assert [o["instanceType"] for o in policy["launchTemplate"]["overrides"]] == [
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+    ]
+    assert group["capacityRebalance"] is True
+    assert group["placementGroup"] == plan.state(only(plan, PG))["name"]
+    # a template that requested spot itself would be refused by the mixed instances policy
+    assert "instanceMarketOptions" not in template.inputs
+    assert "SPOT=true" in user_data(plan)
+    rules = {r.name: json.loads(r.inputs["eventPattern"]) for r in plan.of_type(RULE)}
+    assert rules["train-nodes-spot-events"]["detail-type"] == [
+        "EC2 Spot Instance Interruption Warning",
+        "EC2 Instance Rebalance Recommendation",
+    ]
+    group_name = plan.state(only(plan, GROUP))["name"]
+    assert rules["train-nodes-group-events"]["detail"] == {"AutoScalingGroupName": [group_name]}
+    log = plan.named("train-nodes-events")
+    assert log.inputs["name"] == "/aws/events/gpu-cluster/train-nodes"
+    targets = plan.of_type("aws:cloudwatch/eventTarget:EventTarget")
+    assert {t.inputs["arn"] for t in targets} == {plan.state(log)["arn"]}
+    policy_doc = json.loads(
+        only(plan, "aws:cloudwatch/logResourcePolicy:LogResourcePolicy").inputs["policyDocument"]
+    )
+    (statement,) = policy_doc["Statement"]
+    assert statement["Resource"] == plan.state(log)["arn"] + ":*"
+    assert set(statement["Principal"]["Service"]) == {
+        "events.amazonaws.com",
+        "delivery.logs.amazonaws.com",
+    }
+    assert plan.outputs["vcpuQuotasNeeded"] == {
+        "Running On-Demand P instances": 96,
+        "All P Spot Instance Requests": 288,
+    }
+
+
+def test_on_demand_group_records_node_events_but_no_spot_events(train_plan):
+    names = {r.name for r in train_plan.of_type(RULE)}
+    assert names == {"train-nodes-group-events"}
+    assert "SPOT=false" in user_data(train_plan)
+
+
+def test_created_capacity_reservation_is_targeted_inside_the_placement_group():
+    plan = planned(
+        train_with(
+            purchaseOption="capacity-reservation",
+            capacityReservation={"create": True, "endDate": "2099-01-31T00:00:00Z"},
+        )
+    )
+    reservation = only(plan, RESERVATION)
+    assert reservation.inputs == {
+        **reservation.inputs,
+        "instanceType": "p4d.24xlarge",
+        "availabilityZone": "us-east-1a",
+        "instanceCount": 4,
+        "instanceMatchCriteria": "targeted",
+        "instancePlatform": "Linux/UNIX",
+        "placementGroupArn": plan.state(only(plan, PG))["arn"],
+        "endDateType": "limited",
+        "endDate": "2099-01-31T00:00:00Z",
+    }
+    assert reservation.delete_before_replace
+    group = only(plan, GROUP).inputs
+    assert group["capacityReservationSpecification"] == {
+        "capacityReservationPreference": "capacity-reservations-only",
+        "capacityReservationTarget": {"capacityReservationIds": [plan.state(reservation)["id"]]},
+    }
+    assert group["placementGroup"] == plan.state(only(plan, PG))["name"]
+    assert "instanceMarketOptions" not in only(plan, LT).inputs
+    assert any("bills 24 h/day" in note for note in plan.outputs["costNotes"])
+
+
+@pytest.mark.parametrize(
+    ("settings", "target"),
+    [
+        ({"id": BLOCK_ID}, {"capacityReservationIds": [BLOCK_ID]}),
+        (
+            {"resourceGroupArn": "arn:aws:resource-groups:us-east-1:123456789012:group/gpus"},
+            {
+                "capacityReservationResourceGroupArns": [
+                    "arn:aws:resource-groups:us-east-1:123456789012:group/gpus"
+                ]
+            },
+        ),
+    ],
+)
+def test_existing_reservation_is_targeted_by_the_group(settings, target):
+    plan = planned(train_with(purchaseOption="capacity-reservation", capacityReservation=settings))
+    assert plan.of_type(RESERVATION) == []
+    spec = only(plan, GROUP).inputs["capacityReservationSpecification"]
+    assert spec["capacityReservationTarget"] == target
+
+
+def test_capacity_block_targets_the_block_from_the_template_without_a_placement_group():
+    plan = planned(train_with(purchaseOption="capacity-block", capacityBlock={"id": BLOCK_ID}))
+    template = only(plan, LT).inputs
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": BLOCK_ID}
+    }
+    assert plan.of_type(PG) == [] and "groupName" not in template["placement"]
+    group = only(plan, GROUP).inputs
+    assert "placementGroup" not in group and "mixedInstancesPolicy" not in group
+    assert group["waitForCapacityTimeout"] == "0"  # a block may start after `pulumi up`
+    assert group["launchTemplate"]["version"] == "1"  # AWS asks for a pinned version
+    assert plan.outputs["gpuUsdPerHour"] == 0  # prepaid, priced by the block's offering
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"purchaseOption": "spot"},
+        {"purchaseOption": "capacity-block", "capacityBlock": {"id": BLOCK_ID}},
+        {"purchaseOption": "capacity-reservation", "capacityReservation": {"create": True}},
+    ],
+)
+def test_switching_purchase_option_changes_only_how_nodes_are_bought(train_plan, extra):
+    """Same network, security, template essentials; the group is the one node mechanism."""
+    plan = planned(train_with(**extra))
+    base = {r.name for r in train_plan.resources}
+    assert {"train-nodes-group", "train-nodes-launch-template"} <= {r.name for r in plan.resources}
+    untouched = [r for r in train_plan.resources if not r.name.startswith("train-nodes")]
+    for resource in untouched:
+        assert plan.named(resource.name).inputs == resource.inputs, resource.name
+    assert base - {r.name for r in plan.resources} <= {"train-nodes-placement"}
+
+
+def test_new_template_versions_reach_nodes_launched_afterwards(monkeypatch):
+    """The group follows the template's latest version (an Output, not a constant), with no
+    ignore_changes: a new AMI or NIC layout is what the next node launches with."""
+    from infra.plan.mocks import PlanMocks
+
+    original = PlanMocks.new_resource
+
+    def version_seven(self, args):
+        physical, state = original(self, args)
+        if args.typ == LT:
+            state["latestVersion"] = 7
+        return physical, state
+
+    monkeypatch.setattr(PlanMocks, "new_resource", version_seven)
+    config = {
+        **load_stack_config("train", ROOT),
+        "gpu-cluster:ami": json.dumps({"id": "ami-0123456789abcdef0", "architecture": "x86_64"}),
+    }
+    plan = planned(config)
+    template, group = only(plan, LT), only(plan, GROUP)
+    assert template.inputs["imageId"] == "ami-0123456789abcdef0"
+    assert template.inputs["updateDefaultVersion"] is True
+    assert group.inputs["launchTemplate"]["version"] == "7"
+    assert template.urn in group.dependencies
+    assert all(r.ignore_changes == () for r in plan.resources)
+
+
+def references(plan, value: str) -> list[str]:
+    return [r.name for r in plan.resources if value in json.dumps(r.inputs)]
+
+
+def test_changing_the_zone_leaves_nothing_on_the_old_subnet(train_plan):
+    old_subnet = train_plan.state(train_plan.named("train-network-private"))["id"]
+    moved = planned(train_with(availabilityZone="us-east-1c"))
+    new_subnet = moved.state(moved.named("train-network-private"))["id"]
+    assert new_subnet != old_subnet  # the subnet's zone cannot change: a new subnet
+    assert references(moved, old_subnet) == []
+    group = only(moved, GROUP)
+    assert group.inputs["vpcZoneIdentifiers"] == [new_subnet]
+    assert new_subnet in group.replacement_trigger
+    assert group.replacement_trigger != only(train_plan, GROUP).replacement_trigger
+    assert group.delete_before_replace  # old nodes leave the old subnet before it is deleted
+
+
+def test_p5_to_p4d_relaunches_with_the_p4d_layout():
+    p5 = planned(train_with(instanceType="p5.48xlarge"))
+    p4d = planned(train_with(instanceType="p4d.24xlarge"))
+    cards = sorted(
+        n["networkCardIndex"]
+        for n in only(p4d, LT).inputs["networkInterfaces"]
+        if n.get("interfaceType") == "efa-only"
+    )
+    assert cards == [0, 1, 2, 3]
+    assert only(p5, GROUP).replacement_trigger != only(p4d, GROUP).replacement_trigger
+
+
+def test_scaling_to_one_node_without_efa_drops_the_placement_group_and_replaces_the_group():
+    two = planned(train_with(nodes=2, efa="false"))
+    one = planned(train_with(nodes=1, efa="false", purchaseOption="spot"))
+    placement = two.state(only(two, PG))["name"]
+    assert one.of_type(PG) == [] and references(one, placement) == []
+    assert only(two, GROUP).replacement_trigger != only(one, GROUP).replacement_trigger
+
+
+# ---------------------------------------------------------------- live reservation checks
+
+
+def facts(**changes) -> ReservationFacts:
+    base = {
+        "reservation_id": BLOCK_ID,
+        "instance_type": "p4d.24xlarge",
+        "availability_zone": "us-east-1a",
+        "total_instances": 4,
+        "available_instances": 4,
+        "state": "active",
+        "reservation_type": "capacity-block",
+        "platform": "Linux/UNIX",
+    }
+    return ReservationFacts(**{**base, **changes})
+
+
+BLOCK = {"purchaseOption": "capacity-block", "capacityBlock": {"id": BLOCK_ID}}
+
+
+def test_a_matching_block_plans():
+    planned(train_with(**BLOCK), reservation_lookup=lambda rid, region: facts())
+
+
+def test_a_block_for_another_type_zone_or_size_is_rejected():
+    def lookup(reservation_id, region):
+        assert (reservation_id, region) == (BLOCK_ID, "us-east-1")
+        return facts(instance_type="p5.48xlarge", availability_zone="us-east-1c", total_instances=2)
+
+    plan = run_plan("train", train_with(**BLOCK), reservation_lookup=lookup)
+    assert isinstance(plan.error, ConfigError) and plan.resources[1:] == []
+    problems = {p.path: p for p in plan.error.problems}
+    assert set(problems) == {"gpu-cluster:capacityBlock.id", "gpu-cluster:nodes"}
+    messages = [p.problem for p in plan.error.problems]
+    assert "the Capacity Block holds p5.48xlarge, the group runs p4d.24xlarge" in messages
+    assert "the Capacity Block is in us-east-1c, the group in us-east-1a" in messages
+    assert problems["gpu-cluster:nodes"].fix == "pulumi config set nodes 2"
+
+
+def test_an_expired_block_or_a_plain_reservation_as_block_is_rejected():
+    plan = run_plan(
+        "train",
+        train_with(**BLOCK),
+        reservation_lookup=lambda *_: facts(state="expired", reservation_type="default"),
+    )
+    assert isinstance(plan.error, ConfigError)
+    text = str(plan.error)
+    assert "is not a block, but purchaseOption is capacity-block" in text
+    assert "the Capacity Block is expired" in text
+
+
+def test_a_missing_reservation_is_a_config_problem_and_no_access_is_a_warning():
+    def missing(*_):
+        raise AwsError("not found", "InvalidCapacityReservationId.NotFound")
+
+    plan = run_plan("train", train_with(**BLOCK), reservation_lookup=missing)
+    assert isinstance(plan.error, ConfigError)
+    assert plan.error.problems[0].problem == "no such reservation in us-east-1 for this account"
+
+    def denied(*_):
+        raise AwsError("denied", "UnauthorizedOperation")
+
+    assert run_plan("train", train_with(**BLOCK), reservation_lookup=denied).error is None
+
+
+def test_the_plan_engine_never_looks_up_reservations_by_itself(monkeypatch):
+    import infra.program
+
+    calls = []
+    monkeypatch.setattr(infra.program, "live_lookup", lambda *args: calls.append(args) or facts())
+    planned(train_with(**BLOCK))  # offline: the engine switches the lookup off
+    assert calls == []
+    lookup = infra.program.live_lookup
+    lookup(BLOCK_ID, "us-east-1")  # ... and restores the program's own afterwards
+    assert calls == [(BLOCK_ID, "us-east-1")]
+
+
+def test_train_like_conftest_config_still_plans_on_demand():
+    plan = planned(TRAIN_LIKE, stack="test")
+    assert plan.outputs["purchaseOption"] == "on-demand"
+
+
+def test_invalid_option_combination_creates_nothing():
+    plan = run_plan(
+        "train", train_with(purchaseOption="spot", capacityReservation={"create": True})
+    )
+    assert isinstance(plan.error, ConfigError) and plan.resources[1:] == []
