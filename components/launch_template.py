@@ -22,20 +22,23 @@ class RootVolume:
 
 def network_interface_specs(
     slots: tuple[NicSlot, ...],
-    subnet_id: pulumi.Input[str],
+    subnet_id: pulumi.Input[str] | None,
     security_group_id: pulumi.Input[str],
     public_ip: bool,
 ) -> list[dict]:
-    """Launch-template network interfaces for a NIC layout."""
+    """Launch-template network interfaces for a NIC layout. ``subnet_id`` None: an Auto Scaling
+    group launches every interface into its own subnets (EKS documents that a template subnet
+    makes group launches fail), so the group's template names none."""
     specs = []
     for slot in slots:
         spec = {
             "network_card_index": slot.network_card_index,
             "device_index": slot.device_index,
-            "subnet_id": subnet_id,
             "security_groups": [security_group_id],
             "delete_on_termination": "true",
         }
+        if subnet_id is not None:
+            spec["subnet_id"] = subnet_id
         if slot.interface_type != "interface":
             spec["interface_type"] = slot.interface_type
         if slot.network_card_index == 0 and slot.device_index == 0:

@@ -98,6 +98,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.reservation = None
         self.group = None
         self.instance = None
+        single = is_single_instance(args.purchase, args.node_count)
         if uses_placement_group(args.purchase, args.node_count, args.efa):
             self.placement_group = aws.ec2.PlacementGroup(
                 child_name(name, "placement"), strategy=CLUSTER_STRATEGY, tags=args.tags, opts=child
@@ -116,7 +117,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 root_block_device(args.root_device_name, args.root_volume, args.kms_key_arn)
             ],
             network_interfaces=network_interface_specs(
-                self.nic_slots, args.subnet_id, args.security_group_id, args.public_ip
+                self.nic_slots,
+                args.subnet_id if single else None,
+                args.security_group_id,
+                args.public_ip,
             ),
             placement=(
                 {
@@ -150,7 +154,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 nic_signature(self.nic_slots),
             ).apply(lambda parts: "/".join(str(part) for part in parts)),
         )
-        if is_single_instance(args.purchase, args.node_count):
+        if single:
             self.instance = self._single_instance(name, args, template, replace_when)
             self.instance_ids = pulumi.Output.all(self.instance.id)
             self.private_ips = pulumi.Output.all(self.instance.private_ip)

@@ -126,6 +126,8 @@ def _allowed(error: dict[str, Any]) -> str:
         return "a list"
     if kind == "missing":
         return "a value"
+    if kind == "value_error" and "mapping" in error["msg"]:
+        return "a mapping of fields"
     if kind == "value_error":
         return "a whole number written with digits, e.g. 4"
     return error["msg"]
@@ -182,6 +184,18 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
                     problem="the AWS region is not set",
                     allowed="an AWS region such as us-east-1",
                     fix=set_command(loc, "us-east-1"),
+                )
+            )
+        elif kind == "value_error" and "mapping" in item["msg"]:
+            problems.append(
+                Problem(
+                    path=config_path(loc),
+                    received=item.get("input"),
+                    problem=item["msg"].removeprefix("Value error, "),
+                    allowed=_allowed(item),
+                    fix=f"remove it (pulumi config rm {loc[0]}) or set its fields with "
+                    f"`pulumi config set --path {config_path(loc).split(':', 1)[1]}.<field> "
+                    "<value>`",
                 )
             )
         else:

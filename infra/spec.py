@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 PROJECT = "gpu-cluster"
@@ -108,6 +108,14 @@ class StackSpec(StrictModel):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     ami: AmiSpec = Field(default_factory=AmiSpec)
     tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("spot", "capacity_reservation", "capacity_block", mode="before")
+    @classmethod
+    def settings_are_objects(cls, value: Any) -> Any:
+        """Unset means not given; an explicit null is a mistake like any other non-mapping."""
+        if value is None:
+            raise ValueError("expected a mapping of settings, got null")
+        return value
 
 
 OBJECT_KEYS = frozenset(

@@ -82,8 +82,10 @@ def test_no_public_ip_anywhere(train_plan):
     assert all(n.get("associatePublicIpAddress", "false") == "false" for n in nics)
     for subnet in train_plan.of_type("aws:ec2/subnet:Subnet"):
         assert subnet.inputs.get("mapPublicIpOnLaunch") is False
+    # the group launches every interface into its own (private) subnet
     node_subnet = train_plan.state(train_plan.named("train-network-private"))["id"]
-    assert all(n["subnetId"] == node_subnet for n in nics)
+    assert all("subnetId" not in n for n in nics)
+    assert only(train_plan, GROUP).inputs["vpcZoneIdentifiers"] == [node_subnet]
 
 
 def test_efa_security_group_rules_self_referencing_and_closed_to_world(train_plan):
@@ -250,6 +252,7 @@ def test_single_on_demand_node_is_a_plain_instance_without_placement_group():
     assert plan.of_type(GROUP) == []
     nics = only(plan, LT).inputs["networkInterfaces"]
     assert len(nics) == 1 and plan.outputs["torchrunCommand"] == "gpuc-torchrun train.py"
+    assert nics[0]["subnetId"] == plan.state(plan.named("dev1-network-private"))["id"]
     assert "runOnEveryNodeCommand" not in plan.outputs
     node = only(plan, INSTANCE)
     # "$Default": template changes never show as a diff on the running box; a replacement

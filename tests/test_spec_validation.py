@@ -710,3 +710,13 @@ def test_spot_settings_shape_errors_name_the_field():
     assert price.received == -1 and price.allowed == "a number greater than 0"
     assert price.fix == "pulumi config set --path spot.maxPrice 12.5"
     assert by_path["gpu-cluster:spot.bid"].allowed == "fallbackTypes, maxPrice, onDemandBase"
+
+
+@pytest.mark.parametrize("name", ["spot", "capacityReservation", "capacityBlock"])
+def test_purchase_settings_given_as_null_are_rejected(name):
+    cfg = {**config(), key(name): "null"}
+    problem = only_problem(cfg)
+    assert problem.path == key(name)
+    assert problem.problem == "expected a mapping of settings, got null"
+    assert problem.allowed == "a mapping of fields"
+    assert problem.fix.startswith(f"remove it (pulumi config rm {name})")
