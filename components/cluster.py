@@ -15,7 +15,7 @@ from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.purchase import OnDemand, Purchase, Spot
+from components.purchase import OnDemand, Purchase, Spot, is_single_instance
 from components.security import ClusterSecurity, ClusterSecurityArgs
 from components.user_data import (
     BootConfig,
@@ -112,6 +112,7 @@ class GpuCluster(pulumi.ComponentResource):
                 data_bucket_arn=bucket_arn,
                 extra_key_arns=extra_keys,
                 protect_key=args.storage.create,
+                autoscaling=not is_single_instance(args.purchase, args.node_count),
                 tags=args.tags,
             ),
             child,
@@ -184,6 +185,9 @@ class GpuCluster(pulumi.ComponentResource):
                 ),
                 availability_zone=args.availability_zone,
                 purchase=args.purchase,
+                autoscaling_role_arn=(
+                    self.security.autoscaling_role.arn if self.security.autoscaling_role else None
+                ),
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
                 tags={**args.tags, CLUSTER_TAG: name},

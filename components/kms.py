@@ -22,11 +22,12 @@ def create_cluster_key(
     tags: dict[str, str],
     protect: bool,
     parent: pulumi.Resource,
+    autoscaling_role_arn: pulumi.Input[str] | None = None,
 ) -> tuple[aws.kms.Key, aws.kms.Alias]:
     """A symmetric key with rotation, an explicit policy and an alias; never deleted by a
     teardown (retained), and protected when it encrypts data that must outlive compute."""
-    policy = pulumi.Output.all(partition, account_id).apply(
-        lambda args: json.dumps(kms_key_policy(args[0], args[1], region))
+    policy = pulumi.Output.all(partition, account_id, autoscaling_role_arn).apply(
+        lambda args: json.dumps(kms_key_policy(args[0], args[1], region, args[2]))
     )
     key = aws.kms.Key(
         child_name(name, "key"),

@@ -76,6 +76,7 @@ class GpuNodeGroupArgs:
     user_data: pulumi.Input[str]
     availability_zone: str
     purchase: Purchase = field(default_factory=OnDemand)
+    autoscaling_role_arn: pulumi.Input[str] | None = None  # the group's service-linked role
     root_volume: RootVolume = field(default_factory=RootVolume)
     public_ip: bool = False
     tags: dict[str, str] = field(default_factory=dict)
@@ -232,6 +233,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             capacity_reservation_specification=group_reservation_target(
                 purchase, self.reservation.id if self.reservation else None
             ),
+            service_linked_role_arn=args.autoscaling_role_arn,
             instance_maintenance_policy=MAINTENANCE_POLICY,
             health_check_type="EC2",
             health_check_grace_period=HEALTH_CHECK_GRACE_SECONDS,

@@ -8,12 +8,17 @@ SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
 MIN_TLS_VERSION = "1.2"
 
 
-def kms_key_policy(partition: str, account_id: str, region: str) -> dict[str, Any]:
+def kms_key_policy(
+    partition: str, account_id: str, region: str, autoscaling_role_arn: str | None = None
+) -> dict[str, Any]:
     """Explicit key policy: the account administers the key through IAM (AWS's default
     statement, which prevents an unmanageable key); CloudWatch Logs in this region may use it
-    only for this account's log groups (flow logs)."""
+    only for this account's log groups (flow logs); and, for clusters whose nodes an Auto
+    Scaling group launches, the group's service-linked role may encrypt the nodes' volumes
+    (AWS's documented key policy for encrypted volumes: the role's own IAM policy grants no
+    KMS access, so without it launches fail with Client.InternalError)."""
     account_root = f"arn:{partition}:iam::{account_id}:root"
-    return {
+    policy = {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -45,6 +50,31 @@ def kms_key_policy(partition: str, account_id: str, region: str) -> dict[str, An
             },
         ],
     }
+    if autoscaling_role_arn:
+        policy["Statement"] += [
+            {
+                "Sid": "AllowAutoScalingToEncryptNodeVolumes",
+                "Effect": "Allow",
+                "Principal": {"AWS": autoscaling_role_arn},
+                "Action": [
+                    "kms:Encrypt",
+                    "kms:Decrypt",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:DescribeKey",
+                ],
+                "Resource": "*",
+            },
+            {
+                "Sid": "AllowAutoScalingToAttachNodeVolumes",
+                "Effect": "Allow",
+                "Principal": {"AWS": autoscaling_role_arn},
+                "Action": "kms:CreateGrant",
+                "Resource": "*",
+                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            },
+        ]
+    return policy
 
 
 def assume_role_policy(service: str, account_id: str) -> dict[str, Any]:

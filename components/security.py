@@ -21,6 +21,7 @@ class ClusterSecurityArgs:
     data_bucket_arn: pulumi.Input[str]
     extra_key_arns: list[pulumi.Input[str]] = field(default_factory=list)
     protect_key: bool = True
+    autoscaling: bool = False  # nodes launched by an Auto Scaling group
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -33,6 +34,18 @@ class ClusterSecurity(pulumi.ComponentResource):
         self, name: str, args: ClusterSecurityArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-cluster:security:ClusterSecurity", name, None, opts)
+        self.autoscaling_role = None
+        if args.autoscaling:
+            # A service-linked role of this cluster's own (custom suffix): the key policy can
+            # name it before any group exists, and no other stack's groups share it.
+            self.autoscaling_role = aws.iam.ServiceLinkedRole(
+                child_name(name, "autoscaling-role"),
+                aws_service_name="autoscaling.amazonaws.com",
+                custom_suffix=name,
+                description=f"gpu-cluster {name}: launches the node group",
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.key, self.alias = create_cluster_key(
             name,
             account_id=args.account_id,
@@ -41,6 +54,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             tags=args.tags,
             protect=args.protect_key,
             parent=self,
+            autoscaling_role_arn=self.autoscaling_role.arn if self.autoscaling_role else None,
         )
         child = pulumi.ResourceOptions(parent=self)
         self.role = aws.iam.Role(

@@ -344,3 +344,29 @@ def test_invalid_option_combination_creates_nothing():
         "train", train_with(purchaseOption="spot", capacityReservation={"create": True})
     )
     assert isinstance(plan.error, ConfigError) and plan.resources[1:] == []
+
+
+def test_the_group_launches_with_a_service_linked_role_the_key_trusts(train_plan):
+    role = only(train_plan, "aws:iam/serviceLinkedRole:ServiceLinkedRole")
+    assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
+    assert role.inputs["customSuffix"] == "train-security"  # unique per cluster
+    role_arn = train_plan.state(role)["arn"]
+    assert only(train_plan, GROUP).inputs["serviceLinkedRoleArn"] == role_arn
+    key = train_plan.named("train-security-key")
+    assert role.urn in key.dependencies  # the role exists before the policy names it
+    statements = {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
+    encrypt = statements["AllowAutoScalingToEncryptNodeVolumes"]
+    assert encrypt["Principal"] == {"AWS": role_arn}
+    assert "kms:GenerateDataKey*" in encrypt["Action"]
+    grant = statements["AllowAutoScalingToAttachNodeVolumes"]
+    assert grant["Action"] == "kms:CreateGrant"
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+
+
+def test_a_plain_instance_needs_no_autoscaling_role():
+    plan = planned(load_stack_config("dev", ROOT), stack="dev")
+    assert plan.of_type("aws:iam/serviceLinkedRole:ServiceLinkedRole") == []
+    sids = {
+        s["Sid"] for s in json.loads(plan.named("dev-security-key").inputs["policy"])["Statement"]
+    }
+    assert sids == {"EnableIamPolicies", "AllowCloudWatchLogsForThisAccount"}

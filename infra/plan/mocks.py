@@ -84,6 +84,13 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif typ == "aws:ec2/capacityReservation:CapacityReservation":
             physical = f"cr-{_digest(typ, name)}"
             state["arn"] = self.arn("ec2", f"capacity-reservation/{physical}")
+        elif typ == "aws:iam/serviceLinkedRole:ServiceLinkedRole":
+            service = inputs["awsServiceName"]
+            role = "AWSServiceRoleForAutoScaling" + (
+                f"_{inputs['customSuffix']}" if inputs.get("customSuffix") else ""
+            )
+            physical = self.arn("iam", f"role/aws-service-role/{service}/{role}", regional=False)
+            state.update(arn=physical, name=role)
         elif typ == "aws:cloudwatch/eventRule:EventRule":
             state.update(
                 name=inputs.get("name") or physical, arn=self.arn("events", f"rule/{physical}")
