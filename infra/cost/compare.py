@@ -77,7 +77,9 @@ def compare_options(
         )
 
     od = nodes * on_demand if on_demand is not None else None
-    rows = [row("on-demand", od, False, f"${on_demand}/h per node" if on_demand else "no price")]
+    rows = [
+        row("on-demand", od, False, f"${on_demand:,.4f}/h per node" if on_demand else "no price")
+    ]
     spot = prices.spot.get((spec.region, kind), {})
     zone = catalog.zone_id(spec.region, spec.availability_zone)
     if zone in spot:
