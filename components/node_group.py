@@ -10,11 +10,11 @@ One on-demand node is a plain instance instead (a dev box: its root disk survive
 
 Engine semantics relied on: neither resource carries ``ignore_changes`` (the engine copies the
 old value of an ignored property into the new inputs, replacements included:
-pkg/resource/deploy/step_generator.go, processIgnoreChanges). What a running node cannot change
-(its type, subnet, placement group, NIC layout) is in a ``replacement_trigger``, and such
-replacements are delete-before-replace: the old nodes are gone before new ones launch, so the
-quota, the placement group's capacity and the subnet are never needed twice, and the old subnet
-and placement group are free to be deleted.
+pkg/resource/deploy/step_generator.go, processIgnoreChanges). What a running node cannot
+change (its type, subnet, placement group, NIC layout, how it was bought) is in a
+``replacement_trigger``; such replacements are delete-before-replace: the old nodes are gone
+before new ones launch, so the quota, the placement group's capacity and the subnet are never
+needed twice, and the old subnet and placement group are free to be deleted.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from components.purchase import (
     Purchase,
     Spot,
     group_reservation_target,
-    instance_types,
     is_single_instance,
     mixed_instances_policy,
+    purchase_signature,
     template_market_options,
     template_reservation,
     uses_placement_group,
@@ -149,10 +149,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
             parent=self,
             delete_before_replace=True,
             replacement_trigger=pulumi.Output.all(
-                ",".join(instance_types(args.facts.instance_type, args.purchase)),
+                args.facts.instance_type,
                 args.subnet_id,
                 self.placement_group.name if self.placement_group else "",
                 nic_signature(self.nic_slots),
+                purchase_signature(args.purchase),
             ).apply(lambda parts: "/".join(str(part) for part in parts)),
         )
         if single:

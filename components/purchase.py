@@ -72,6 +72,18 @@ def is_single_instance(purchase: Purchase, node_count: int) -> bool:
     return node_count == 1 and isinstance(purchase, OnDemand)
 
 
+def purchase_signature(purchase: Purchase) -> str:
+    """How running nodes were bought: a node bought another way (or in another reservation or
+    block) has to be replaced to be bought the new way. Spot price, base and fallback types are
+    not in it: they apply to launches from then on, in place."""
+    if isinstance(purchase, CapacityReservation):
+        target = purchase.reservation_id or purchase.resource_group_arn or "created"
+        return f"{purchase.kind}:{target}"
+    if isinstance(purchase, CapacityBlock):
+        return f"{purchase.kind}:{purchase.reservation_id}"
+    return purchase.kind
+
+
 def instance_types(primary: str, purchase: Purchase) -> list[str]:
     """Every type the group may launch, primary first."""
     fallback = purchase.fallback_types if isinstance(purchase, Spot) else ()

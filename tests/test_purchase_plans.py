@@ -370,3 +370,23 @@ def test_a_plain_instance_needs_no_autoscaling_role():
         s["Sid"] for s in json.loads(plan.named("dev-security-key").inputs["policy"])["Statement"]
     }
     assert sids == {"EnableIamPolicies", "AllowCloudWatchLogsForThisAccount"}
+
+
+def test_buying_nodes_another_way_replaces_them_but_spot_settings_apply_in_place(train_plan):
+    """On-demand nodes would keep billing on-demand (and a block sit unused) if a switch left
+    them running; spot price, base and fallbacks only shape later launches."""
+    trigger = only(train_plan, GROUP).replacement_trigger
+    assert trigger.endswith("/on-demand")
+    spot = planned(train_with(purchaseOption="spot", availabilityZone="us-east-1b"))
+    spot_trigger = only(spot, GROUP).replacement_trigger
+    assert spot_trigger.endswith("/spot") and spot_trigger != trigger
+    tuned = planned(
+        train_with(
+            purchaseOption="spot",
+            availabilityZone="us-east-1b",
+            spot={"maxPrice": 9, "onDemandBase": 2, "fallbackTypes": ["p4de.24xlarge"]},
+        )
+    )
+    assert only(tuned, GROUP).replacement_trigger == spot_trigger
+    block = planned(train_with(**BLOCK))
+    assert only(block, GROUP).replacement_trigger.endswith(f"/capacity-block:{BLOCK_ID}")
