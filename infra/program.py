@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pulumi
 import pulumi_aws as aws
 
+from components.catalog import load_catalog
 from components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
 from components.data_vault import DataVault, DataVaultArgs
 from components.launch_template import RootVolume
@@ -45,6 +46,22 @@ def storage_args(spec: ResolvedCluster) -> StorageArgs:
     account = aws.get_caller_identity_output().account_id
     return StorageArgs(
         bucket_name=storage.bucket or data_bucket_name(spec.name, account, spec.region), create=True
+    )
+
+
+def vcpu_quotas(spec: ResolvedCluster) -> dict[str, int]:
+    """vCPUs per Service Quotas quota; spot nodes are counted at the largest of their types
+    (a fallback type may have more vCPUs than the primary)."""
+    if not isinstance(spec.purchase, Spot):
+        return quotas_needed(spec.facts.instance_type, spec.facts.vcpus, spec.node_count, 0)
+    catalog = load_catalog()
+    spot_vcpus = max(
+        [spec.facts.vcpus] + [catalog.instance_types[t].vcpus for t in spec.purchase.fallback_types]
+    )
+    base = min(spec.purchase.on_demand_base, spec.node_count)
+    needed = quotas_needed(spec.facts.instance_type, spec.facts.vcpus, base, 0) if base else {}
+    return needed | quotas_needed(
+        spec.facts.instance_type, spot_vcpus, spec.node_count - base, spec.node_count - base
     )
 
 
@@ -87,15 +104,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("ssmSessionCommands", cluster.ssm_commands)
     pulumi.export("bucketName", cluster.bucket_name)
     pulumi.export("torchrunCommand", cluster.job_command)
-    spot_nodes = (
-        spec.node_count - min(spec.purchase.on_demand_base, spec.node_count)
-        if isinstance(spec.purchase, Spot)
-        else 0
-    )
-    pulumi.export(
-        "vcpuQuotasNeeded",
-        quotas_needed(spec.facts.instance_type, spec.facts.vcpus, spec.node_count, spot_nodes),
-    )
+    pulumi.export("vcpuQuotasNeeded", vcpu_quotas(spec))
     estimate = estimate_cluster(spec)
     pulumi.export("estimatedUsdPerHour", round(estimate.hourly_usd, 2))
     pulumi.export("estimatedUsdPerMonth", round(estimate.monthly_usd, 2))
