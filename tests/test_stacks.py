@@ -120,3 +120,15 @@ def test_plan_document_is_reproducible():
         for needed in (step["newState"]["parent"], *step["newState"]["dependencies"]):
             assert not needed or order.index(needed) < position
     assert doc["outputs"]["nodeGroupName"].startswith("train-nodes-group-")
+
+
+def test_experiment_runs_on_spot_by_default():
+    result = gpuc("plan", "--stack", "experiment")
+    assert result.returncode == 0, result.stderr
+    assert "Purchase option: spot" in result.stdout
+    assert "GPU instances (spot): 1 x g5.12xlarge" in result.stdout
+    plan = plan_stack("experiment")
+    (group,) = plan.of_type("aws:autoscaling/group:Group")
+    distribution = group.inputs["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["spotAllocationStrategy"] == "price-capacity-optimized"
+    assert distribution["onDemandBaseCapacity"] == 0
