@@ -282,3 +282,17 @@ def test_reservation_facts_from_describe(monkeypatch):
         with pytest.raises(AwsError) as missing:
             reservations.describe_reservation("cr-0123456789abcdef1", "us-east-1")
     assert missing.value.code == "InvalidCapacityReservationId.NotFound"
+
+
+@pytest.mark.parametrize(("days", "hours"), [(1, 24), (8, 192), (14, 336), (20, 336), (30, 672)])
+def test_cost_quotes_a_block_length_aws_sells(days, hours):
+    from infra.cost.command import block_hours
+
+    assert block_hours(days) == hours
+    assert duration_problem(block_hours(days)) is None
+
+
+def test_a_bad_region_is_an_aws_error_not_a_traceback(capsys):
+    assert main(["prices", "refresh", "--region", "bad region!"]) == 1
+    err = capsys.readouterr().err
+    assert "bad region!" in err and "kept unchanged" in err

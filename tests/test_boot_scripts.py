@@ -115,6 +115,25 @@ def test_a_node_outside_any_group_is_a_cluster_of_one(tmp_path):
     assert "NNODES=1\n" in torchrun and "MASTER_ADDR=10.42.0.10\n" in torchrun
 
 
+def test_without_the_auto_scaling_api_the_size_is_who_is_running(tmp_path):
+    rows = (
+        "2026-11-30T10:00:00+00:00\\ti-aaa\\t10.42.0.10\\n"
+        "2026-11-30T10:01:00+00:00\\ti-bbb\\t10.42.0.11\\n"
+    )
+    program, env = node_list_env(tmp_path, "train-nodes-group-1", rows)
+    (Path(env["PATH"].split(":")[0]) / "aws").write_text(
+        '#!/bin/bash\ncase "$*" in\n'
+        "  *describe-auto-scaling-groups*) echo 'AccessDenied' >&2; exit 254;;\n"
+        "  *--instance-ids*) echo train-nodes-group-1;;\n"
+        f"  *describe-instances*) printf '{rows}';;\n"
+        "esac\n"
+    )
+    result = run(program, "--wait", env=env)
+    assert result.returncode == 0, result.stderr
+    torchrun = (Path(env["GPUC_ETC"]) / "torchrun.env").read_text()
+    assert "NNODES=2\n" in torchrun and "NODE_RANK=1\n" in torchrun
+
+
 def test_torchrun_wrapper_passes_the_rendezvous(tmp_path):
     etc, bin_dir = tmp_path / "etc", tmp_path / "bin"
     etc.mkdir()

@@ -35,7 +35,9 @@ desired_nodes() {
       --query 'AutoScalingGroups[0].DesiredCapacity' --output text
   fi
 }
-NODE_COUNT=$(desired_nodes)
+# Unknown size (no access to the Auto Scaling API): count whoever is running.
+NODE_COUNT=$(desired_nodes 2>/dev/null || true)
+case $NODE_COUNT in '' | *[!0-9]*) NODE_COUNT=0 ;; esac
 ATTEMPTS=1
 [ "${1:-}" = "--wait" ] && ATTEMPTS=180
 for _ in $(seq 1 "$ATTEMPTS"); do
@@ -46,6 +48,7 @@ done
 mv "$ETC/nodes.tmp" "$ETC/nodes"
 NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' "$ETC/nodes")
 MASTER_ADDR=$(awk '$1 == 0 {print $2}' "$ETC/nodes")
+[ "$NODE_COUNT" -gt 0 ] || NODE_COUNT=$(wc -l < "$ETC/nodes")
 {
   echo "NNODES=$NODE_COUNT"
   echo "NODE_RANK=${NODE_RANK:-0}"

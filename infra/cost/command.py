@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from infra.aws.capacity_blocks import MAX_DAYS_DAILY
 from infra.config import load_spec
 from infra.cost.compare import BlockQuote, compare_options
 from infra.cost.model import Usage, estimate_cluster, estimate_data, is_gpu_line
@@ -20,8 +21,16 @@ def quote_capacity_block(spec: ResolvedCluster, usage: Usage) -> BlockQuote | No
     """The cheapest offering for the cluster, for as long as a month of its use (needs AWS)."""
     from infra.aws.capacity_blocks import cheapest_offering
 
-    hours = max(24, int(usage.days_per_month) * 24)
-    return cheapest_offering(spec.region, spec.facts.instance_type, spec.node_count, hours)
+    return cheapest_offering(
+        spec.region, spec.facts.instance_type, spec.node_count, block_hours(usage.days_per_month)
+    )
+
+
+def block_hours(days_per_month: float) -> int:
+    """The block length AWS sells closest to a month of use: whole days up to 14, then whole
+    weeks (30 days -> 28)."""
+    days = max(1, int(days_per_month))
+    return 24 * (days if days <= MAX_DAYS_DAILY else days - days % 7)
 
 
 def run_cost(stack: str, usage: Usage, as_json: bool = False, quote_block: bool = False) -> int:
