@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, STACKS, TRAIN_LIKE
+from conftest import ROOT, STACKS, TRAIN_LIKE, plan_config
 
 from components.catalog import load_catalog
 from components.cidr import MAX_VPC_PREFIX, MIN_VPC_PREFIX, default_layout, max_nodes
@@ -720,3 +720,242 @@ def test_purchase_settings_given_as_null_are_rejected(name):
     assert problem.problem == "expected a mapping of settings, got null"
     assert problem.allowed == "a mapping of fields"
     assert problem.fix.startswith(f"remove it (pulumi config rm {name})")
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+def test_existing_storage_without_a_bucket():
+    problem = only_problem(config(storage={"source": "existing"}))
+    assert problem.path == "gpu-cluster:storage.bucket"
+    assert problem.received == NOT_SET
+    assert problem.problem == "storage.source is 'existing' but no bucket is named"
+    assert problem.fix == "pulumi config set --path storage.bucket <bucket-name>"
+
+
+@pytest.mark.parametrize("bucket", ["My_Bucket", "ab", "-leading-dash", "x" * 64])
+def test_invalid_bucket_name(bucket):
+    problem = only_problem(config(storage={"source": "existing", "bucket": bucket}))
+    assert problem.path == "gpu-cluster:storage.bucket"
+    assert problem.received == bucket
+    assert problem.problem == "not a valid S3 bucket name"
+    assert "3-63 lowercase letters" in problem.allowed
+
+
+def test_valid_existing_bucket_is_accepted():
+    spec = resolved(config(storage={"source": "existing", "bucket": "my-datasets.v2"}))
+    assert spec.storage.bucket == "my-datasets.v2"
+
+
+def test_stack_storage_without_a_stack_name():
+    problem = only_problem(config(storage={"source": "stack"}))
+    assert problem.path == "gpu-cluster:storage.stack"
+    assert problem.received == NOT_SET
+    assert "organization/gpu-cluster/data" in problem.fix
+
+
+# -------------------------------------------------------------------------- data stack
+
+
+def data_config(**values) -> dict[str, str]:
+    return config(load_stack_config("data", ROOT), **values)
+
+
+def test_data_stack_with_an_instance_type():
+    problem = only_problem(data_config(instanceType="p4d.24xlarge"), "data")
+    assert problem.path == "gpu-cluster:instanceType"
+    assert problem.received == "p4d.24xlarge"
+    assert problem.problem == "a data stack has no compute; this key is not used"
+    assert problem.allowed == "unset (role: data)"
+    assert problem.fix == "pulumi config rm instanceType"
+
+
+def test_data_stack_must_create_its_bucket():
+    problem = only_problem(
+        data_config(storage={"source": "stack", "stack": "organization/gpu-cluster/data"}),
+        "data",
+    )
+    assert problem.path == "gpu-cluster:storage.source"
+    assert problem.received == "stack"
+    assert problem.allowed == "create"
+
+
+def test_unknown_role_is_the_only_problem_reported():
+    """Without a role, the meaning checks would guess (cluster) and invent problems."""
+    problem = only_problem(data_config(role="dta"), "data")
+    assert problem.path == "gpu-cluster:role"
+    assert problem.received == "dta"
+    assert problem.allowed == "one of 'cluster' or 'data'"
+    assert problem.fix == "pulumi config set role cluster"
+
+
+@pytest.mark.parametrize(
+    ("values", "path"),
+    [
+        ({"clusterName": "train\n"}, "gpu-cluster:clusterName"),
+        (
+            {"storage": {"source": "existing", "bucket": "my-bucket\n"}},
+            "gpu-cluster:storage.bucket",
+        ),
+        (
+            {"storage": {"source": "stack", "stack": "org/gpu-cluster/data\n"}},
+            "gpu-cluster:storage.stack",
+        ),
+        ({"ami": {"id": "ami-01234567\n", "architecture": "x86_64"}}, "gpu-cluster:ami.id"),
+        ({"tags": {"team\n": "ml"}}, "gpu-cluster:tags.team\n"),
+    ],
+)
+def test_trailing_newline_is_not_a_valid_name(values, path):
+    """A YAML block scalar can end a value with a newline; AWS would reject it at deploy time."""
+    problem = only_problem(config(**values))
+    assert problem.path == path
+
+
+@pytest.mark.parametrize("tag", ["cost center", "team/owner"])
+def test_tag_key_must_be_valid_in_instance_metadata(tag):
+    problem = only_problem(config(tags={tag: "x"}))
+    assert problem.path == f"gpu-cluster:tags.{tag}"
+    assert problem.received == tag
+    assert "instance metadata" in problem.problem
+    assert problem.fix == f"rename the tag, e.g. {tag.replace(' ', '-').replace('/', '-')}"
+
+
+# ------------------------------------------------------------------------------ region
+
+
+def test_missing_region():
+    problem = only_problem(config(drop=("aws:region",)))
+    assert problem.path == "aws:region"
+    assert problem.received == NOT_SET
+    assert problem.problem == "the AWS region is not set"
+    assert problem.fix == "pulumi config set aws:region us-east-1"
+
+
+def test_unknown_region_suggests_a_known_one():
+    cfg = config(nodes=4)
+    cfg["aws:region"] = "us-est-1"
+    problems = problems_of(cfg)
+    region = next(p for p in problems if p.path == "aws:region")
+    assert region.received == "us-est-1"
+    assert region.problem == "no GPU offerings are known for this region"
+    assert region.allowed == ", ".join(CATALOG.regions)
+    assert region.fix.startswith("did you mean 'us-east-1'?")
+    assert "gpuc catalog refresh" in region.fix
+
+
+def test_unknown_region_adds_no_knock_on_offering_errors():
+    cfg = config(nodes=4)
+    cfg["aws:region"] = "us-est-1"
+    paths = [p.path for p in problems_of(cfg)]
+    assert "gpu-cluster:instanceType" not in paths
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("network", {"vpcCidr": "10.9.0.0/16"}),
+        ("rootVolume", {"sizeGib": 300}),
+        ("purchaseOption", "spot"),
+        ("spot", {"maxPrice": 3}),
+        ("capacityBlock", {"id": "cr-0123456789abcdef0"}),
+        ("ami", {"ssmParameter": "/my/ami"}),
+    ],
+)
+def test_data_stack_rejects_compute_settings(name, value):
+    problem = only_problem(data_config(**{name: value}), "data")
+    assert problem.path == f"gpu-cluster:{name}"
+    assert problem.problem == "a data stack has no compute; this key is not used"
+    assert problem.fix == f"pulumi config rm {name}"
+
+
+def test_region_unknown_on_a_data_stack():
+    cfg = load_stack_config("data", ROOT)
+    cfg["aws:region"] = "mars-north-1"
+    problem = only_problem(cfg, "data")
+    assert problem.path == "aws:region"
+    assert problem.received == "mars-north-1"
+
+
+# ---------------------------------------------------------------- several problems at once
+
+
+def test_every_problem_is_reported_at_once():
+    cfg = config(
+        nodez="3",
+        nodes="0",
+        efa="maybe",
+        purchaseOption="reserved",
+        network={"vpcCidr": "10.42.0.0/33"},
+        storage={"source": "existing"},
+    )
+    problems = problems_of(cfg)
+    paths = [p.path for p in problems]
+    assert len(paths) == len(set(paths)), paths
+    assert set(paths) == {
+        "gpu-cluster:nodez",
+        "gpu-cluster:nodes",
+        "gpu-cluster:efa",
+        "gpu-cluster:purchaseOption",
+        "gpu-cluster:network.vpcCidr",
+        "gpu-cluster:storage.bucket",
+    }
+
+
+def test_shape_errors_do_not_hide_meaning_errors_elsewhere():
+    problems = problems_of(config(nodes="zero", instanceType="p4d.24xlarg", clusterName="Bad_Name"))
+    assert {p.path for p in problems} == {
+        "gpu-cluster:nodes",
+        "gpu-cluster:instanceType",
+        "gpu-cluster:clusterName",
+    }
+
+
+def test_message_renders_every_problem_with_received_allowed_and_fix():
+    with pytest.raises(ConfigError) as info:
+        load_spec(config(nodez="3", nodes="0"), STACK)
+    text = str(info.value)
+    assert text.startswith(
+        f"stack '{STACK}' has 2 configuration problems; nothing was planned or created:"
+    )
+    for problem in info.value.problems:
+        assert f"  - {problem.path}: {problem.problem}" in text
+        assert f"      fix:      {problem.fix}" in text
+    assert text.count("received:") == text.count("allowed:") == text.count("fix:") == 2
+
+
+def test_too_many_tags_and_reserved_tag_prefix():
+    tags = {f"k{i}": "v" for i in range(46)}
+    tags["aws:owner"] = "me"
+    problems = problems_of(config(tags=tags))
+    assert {p.path for p in problems} == {"gpu-cluster:tags", "gpu-cluster:tags.aws:owner"}
+
+
+def test_invalid_cluster_name_from_the_stack_name():
+    problem = only_problem(TRAIN_LIKE, stack="Train_Stack")
+    assert problem.path == "gpu-cluster:clusterName"
+    assert problem.received == "Train_Stack"
+    assert "defaults to the stack name" in problem.problem
+    assert problem.fix == "pulumi config set clusterName train-stack"
+
+
+# ------------------------------------------------------------------ end to end (engine)
+
+
+def test_plan_of_an_invalid_config_creates_nothing():
+    plan = plan_config(config(nodez="3", network={"vpcCidr": "10.42.0.0/8"}))
+    assert isinstance(plan.error, ConfigError)
+    assert {p.path for p in plan.error.problems} == {
+        "gpu-cluster:nodez",
+        "gpu-cluster:network.vpcCidr",
+    }
+    assert [r for r in plan.resources if r.type != "pulumi:pulumi:Stack"] == []
+    assert plan.outputs == {}
+
+
+def test_plan_of_a_gpu_request_deploys_the_resolved_type():
+    plan = plan_config(gpu_request("A100", 8, nodes=2))
+    assert plan.error is None, plan.error
+    assert plan.outputs["instanceType"] == "p4d.24xlarge"
+    assert plan.outputs["nodeCount"] == 2
+    assert plan.outputs["totalGpus"] == 16
+    assert plan.outputs["efaInterfacesPerNode"] > 0  # EFA defaults on for 2 EFA nodes
