@@ -7,6 +7,17 @@ from dataclasses import dataclass
 
 AWS_RESERVED_PER_SUBNET = 5  # network, VPC router, DNS, future use, broadcast
 INTERFACE_ENDPOINTS = ("ssm", "ssmmessages", "ec2messages")
+# What a node's boot calls besides SSM and S3 (node discovery: EC2 and Auto Scaling). With a NAT
+# gateway these go out through it; without one they need their own endpoints.
+AIR_GAPPED_ENDPOINTS = ("ec2", "autoscaling")
+MAX_ENDPOINT_ADDRESSES = len(INTERFACE_ENDPOINTS) + len(AIR_GAPPED_ENDPOINTS)
+
+
+def interface_endpoints(nat_gateway: bool) -> tuple[str, ...]:
+    """The interface endpoints of the cluster VPC (one ENI each in the node subnet)."""
+    return INTERFACE_ENDPOINTS if nat_gateway else INTERFACE_ENDPOINTS + AIR_GAPPED_ENDPOINTS
+
+
 PUBLIC_SUBNET_PREFIX = 28
 MIN_VPC_PREFIX, MAX_VPC_PREFIX = 16, 24  # AWS allows /16../28; /24 leaves room for both subnets
 
@@ -31,9 +42,10 @@ def usable_addresses(subnet: ipaddress.IPv4Network) -> int:
 
 
 def addresses_needed(nodes: int, ips_per_node: int) -> int:
-    """Private-subnet addresses: every IP-bearing interface of every node + one per endpoint ENI."""
-    return nodes * ips_per_node + len(INTERFACE_ENDPOINTS)
+    """Private-subnet addresses: every IP-bearing interface of every node + one per endpoint ENI
+    (counting the air-gapped endpoints, so turning the NAT gateway off never runs out)."""
+    return nodes * ips_per_node + MAX_ENDPOINT_ADDRESSES
 
 
 def max_nodes(subnet: ipaddress.IPv4Network, ips_per_node: int) -> int:
-    return max((usable_addresses(subnet) - len(INTERFACE_ENDPOINTS)) // max(ips_per_node, 1), 0)
+    return max((usable_addresses(subnet) - MAX_ENDPOINT_ADDRESSES) // max(ips_per_node, 1), 0)

@@ -188,6 +188,10 @@ class GpuCluster(pulumi.ComponentResource):
                 autoscaling_role_arn=(
                     self.security.autoscaling_role.arn if self.security.autoscaling_role else None
                 ),
+                boot_dependencies=[
+                    *self.network.boot_dependencies,
+                    *self.security.boot_dependencies,
+                ],
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
                 tags={**args.tags, CLUSTER_TAG: name},

@@ -41,7 +41,9 @@ def network_interface_specs(
             spec["subnet_id"] = subnet_id
         if slot.interface_type != "interface":
             spec["interface_type"] = slot.interface_type
-        if slot.network_card_index == 0 and slot.device_index == 0:
+        # EC2 refuses AssociatePublicIpAddress for launches with several interfaces (as
+        # ParallelCluster does, it is omitted there: the node subnet assigns no public IPs).
+        if slot.network_card_index == 0 and slot.device_index == 0 and len(slots) == 1:
             spec["associate_public_ip_address"] = "true" if public_ip else "false"
         specs.append(spec)
     return specs

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.cidr import INTERFACE_ENDPOINTS, SubnetLayout
+from components.cidr import SubnetLayout, interface_endpoints
 from components.naming import child_name
 from components.policies import assume_role_policy, flow_logs_delivery_policy
 
@@ -68,6 +68,8 @@ class ClusterNetwork(pulumi.ComponentResource):
             for role, cidr in (("private", args.layout.private), ("public", args.layout.public))
         )
         self.node_subnet = self.public_subnet if args.public_nodes else self.private_subnet
+        # What a node's boot needs in place before it launches (rules, routes, endpoints).
+        self.boot_dependencies: list[pulumi.Resource] = []
         self._routing(name, args, child)
         self.node_security_group = self._node_security_group(name, args, child)
         self._endpoints(name, args, child)
@@ -109,6 +111,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[igw])),
             )
             private_route_list.append({"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id})
+            self.boot_dependencies.append(nat)
         self.private_route_table = aws.ec2.RouteTable(
             child_name(name, "private-rt"),
             vpc_id=self.vpc.id,
@@ -116,12 +119,13 @@ class ClusterNetwork(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        aws.ec2.RouteTableAssociation(
+        private_association = aws.ec2.RouteTableAssociation(
             child_name(name, "private-rta"),
             subnet_id=self.private_subnet.id,
             route_table_id=self.private_route_table.id,
             opts=child,
         )
+        self.boot_dependencies.append(private_association)
         self.route_table_ids = [self.private_route_table.id, public_routes.id]
 
     def _node_security_group(
@@ -134,7 +138,7 @@ class ClusterNetwork(pulumi.ComponentResource):
             tags={**args.tags, "Name": child_name(name, "nodes")},
             opts=child,
         )
-        aws.vpc.SecurityGroupIngressRule(
+        efa_in = aws.vpc.SecurityGroupIngressRule(
             child_name(name, "nodes-efa-in"),
             security_group_id=group.id,
             referenced_security_group_id=group.id,
@@ -142,7 +146,7 @@ class ClusterNetwork(pulumi.ComponentResource):
             description="EFA/NCCL: all traffic from cluster members",
             opts=child,
         )
-        aws.vpc.SecurityGroupEgressRule(
+        efa_out = aws.vpc.SecurityGroupEgressRule(
             child_name(name, "nodes-efa-out"),
             security_group_id=group.id,
             referenced_security_group_id=group.id,
@@ -150,8 +154,9 @@ class ClusterNetwork(pulumi.ComponentResource):
             description="EFA/NCCL: all traffic to cluster members",
             opts=child,
         )
+        self.boot_dependencies += [efa_in, efa_out]
         for port in PACKAGE_EGRESS_PORTS:
-            aws.vpc.SecurityGroupEgressRule(
+            egress = aws.vpc.SecurityGroupEgressRule(
                 child_name(name, f"nodes-egress-{port}"),
                 security_group_id=group.id,
                 cidr_ipv4="0.0.0.0/0",
@@ -161,12 +166,13 @@ class ClusterNetwork(pulumi.ComponentResource):
                 description="package installs, AWS APIs and S3 (through NAT or endpoints)",
                 opts=child,
             )
+            self.boot_dependencies.append(egress)
         return group
 
     def _endpoints(
         self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions
     ) -> None:
-        aws.ec2.VpcEndpoint(
+        s3 = aws.ec2.VpcEndpoint(
             child_name(name, "s3-endpoint"),
             vpc_id=self.vpc.id,
             service_name=f"com.amazonaws.{args.region}.s3",
@@ -182,7 +188,7 @@ class ClusterNetwork(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        aws.vpc.SecurityGroupIngressRule(
+        https_in = aws.vpc.SecurityGroupIngressRule(
             child_name(name, "endpoints-https-in"),
             security_group_id=endpoint_sg.id,
             cidr_ipv4=str(args.layout.vpc),
@@ -192,8 +198,9 @@ class ClusterNetwork(pulumi.ComponentResource):
             description="HTTPS from inside the VPC",
             opts=child,
         )
-        for service in INTERFACE_ENDPOINTS:
-            aws.ec2.VpcEndpoint(
+        self.boot_dependencies += [s3, https_in]
+        for service in interface_endpoints(args.nat_gateway):
+            endpoint = aws.ec2.VpcEndpoint(
                 child_name(name, f"{service}-endpoint"),
                 vpc_id=self.vpc.id,
                 service_name=f"com.amazonaws.{args.region}.{service}",
@@ -204,6 +211,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=child,
             )
+            self.boot_dependencies.append(endpoint)
 
     def _flow_logs(
         self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions

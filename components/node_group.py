@@ -77,6 +77,8 @@ class GpuNodeGroupArgs:
     availability_zone: str
     purchase: Purchase = field(default_factory=OnDemand)
     autoscaling_role_arn: pulumi.Input[str] | None = None  # the group's service-linked role
+    # What boot needs in place first: security-group rules, routes, endpoints, role policies.
+    boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
     root_volume: RootVolume = field(default_factory=RootVolume)
     public_ip: bool = False
     tags: dict[str, str] = field(default_factory=dict)
@@ -147,6 +149,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         }
         replace_when = pulumi.ResourceOptions(
             parent=self,
+            depends_on=args.boot_dependencies,
             delete_before_replace=True,
             replacement_trigger=pulumi.Output.all(
                 args.facts.instance_type,

@@ -64,7 +64,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        aws.iam.RolePolicyAttachment(
+        ssm = aws.iam.RolePolicyAttachment(
             child_name(name, "node-ssm"),
             role=self.role.name,
             policy_arn=pulumi.Output.concat(
@@ -75,12 +75,14 @@ class ClusterSecurity(pulumi.ComponentResource):
         access = pulumi.Output.all(args.data_bucket_arn, self.key.arn, *args.extra_key_arns).apply(
             lambda values: json.dumps(node_access_policy(values[0], list(values[1:])))
         )
-        aws.iam.RolePolicy(
+        access_policy = aws.iam.RolePolicy(
             child_name(name, "node-access"), role=self.role.id, policy=access, opts=child
         )
         self.instance_profile = aws.iam.InstanceProfile(
             child_name(name, "node-profile"), role=self.role.name, tags=args.tags, opts=child
         )
+        # A node's first boot calls SSM, EC2 and S3 with these permissions.
+        self.boot_dependencies: list[pulumi.Resource] = [ssm, access_policy]
         self.register_outputs(
             {
                 "keyArn": self.key.arn,

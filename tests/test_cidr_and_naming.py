@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from components.cidr import (
-    INTERFACE_ENDPOINTS,
+    MAX_ENDPOINT_ADDRESSES,
     addresses_needed,
     default_layout,
     max_nodes,
@@ -42,7 +42,7 @@ def test_capacity_math_is_consistent(nodes, ips_per_node):
     subnet = ipaddress.IPv4Network("10.0.0.0/20")
     fits = addresses_needed(nodes, ips_per_node) <= usable_addresses(subnet)
     assert fits == (nodes <= max_nodes(subnet, ips_per_node))
-    assert addresses_needed(nodes, ips_per_node) == nodes * ips_per_node + len(INTERFACE_ENDPOINTS)
+    assert addresses_needed(nodes, ips_per_node) == nodes * ips_per_node + MAX_ENDPOINT_ADDRESSES
 
 
 def test_child_names_and_tags():

@@ -330,3 +330,15 @@ def test_changing_instance_type_replaces_the_group_first(train_plan):
         after.replacement_trigger
     )
     assert before.delete_before_replace and after.delete_before_replace
+
+
+def test_multi_interface_templates_never_set_associate_public_ip(train_plan):
+    """EC2 rejects AssociatePublicIpAddress when a launch has several network interfaces."""
+    nics = only(train_plan, LT).inputs["networkInterfaces"]
+    assert len(nics) == 5 and all("associatePublicIpAddress" not in n for n in nics)
+    single = plan_config(
+        {**TRAIN_LIKE, "gpu-cluster:instanceType": "g5.xlarge", "gpu-cluster:nodes": "1"},
+        stack="dev1",
+    )
+    (nic,) = only(single, LT).inputs["networkInterfaces"]
+    assert nic["associatePublicIpAddress"] == "false"

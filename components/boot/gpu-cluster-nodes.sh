@@ -58,9 +58,11 @@ MASTER_ADDR=$(awk '$1 == 0 {print $2}' "$ETC/nodes")
   echo "RDZV_ID=$CLUSTER"
   echo "DATA_BUCKET=$DATA_BUCKET"
   echo "SCRATCH=$SCRATCH"
+  # EFA: libfabric >= 1.18 and aws-ofi-nccl >= 1.7 (on every current Deep Learning AMI) turn
+  # on RDMA read where the device has it; FI_EFA_USE_DEVICE_RDMA=1 on a device without it
+  # (g4dn, g5, g6) aborts the job, so it is never set.
   if [ "$EFA_INTERFACES" -gt 0 ]; then
     echo "FI_PROVIDER=efa"
-    echo "FI_EFA_USE_DEVICE_RDMA=1"
     echo "NCCL_SOCKET_IFNAME=^lo,docker"
   fi
 } > "$ETC/torchrun.env.tmp"

@@ -61,6 +61,14 @@ cat > /usr/local/bin/gpuc-torchrun <<'SCRIPT'
 {{TORCHRUN_SCRIPT}}
 SCRIPT
 chmod 755 /usr/local/sbin/gpu-cluster-nodes /usr/local/bin/gpuc-torchrun
+# Every login shell (SSM sessions included) sees the cluster's torchrun environment.
+cat > /etc/profile.d/gpu-cluster.sh <<'PROFILE'
+if [ -r /etc/gpu-cluster/torchrun.env ]; then
+  set -a
+  . /etc/gpu-cluster/torchrun.env
+  set +a
+fi
+PROFILE
 cat > /etc/systemd/system/gpu-cluster-nodes.service <<'UNIT'
 [Unit]
 Description=gpu-cluster: refresh the node list

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.catalog import Catalog, load_catalog
-from components.cidr import INTERFACE_ENDPOINTS
+from components.cidr import interface_endpoints
 from components.purchase import CapacityBlock, CapacityReservation, Spot
 from infra.cost.gpu_prices import PriceTable, price_table
 from infra.cost.unit_prices import UnitPrices, unit_prices
@@ -194,12 +194,13 @@ def network_lines(spec: ResolvedCluster, unit: UnitPrices, usage: Usage) -> list
                 unit.label,
             ),
         ]
-    endpoints = len(INTERFACE_ENDPOINTS)
+    services = interface_endpoints(spec.network.nat_gateway)
+    endpoints = len(services)
     lines.append(
         CostLine(
             "VPC interface endpoints",
             f"{endpoints} endpoints x 1 AZ x ${unit['interface_endpoint_hour']}/h "
-            f"({', '.join(INTERFACE_ENDPOINTS)}; the S3 gateway endpoint is free)",
+            f"({', '.join(services)}; the S3 gateway endpoint is free)",
             endpoints * unit["interface_endpoint_hour"],
             True,
             unit.label,
