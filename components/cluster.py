@@ -10,6 +10,7 @@ import pulumi_aws as aws
 from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.datastore import DataStore, DataStoreArgs
+from components.dlami import dlami, dlami_parameter
 from components.launch_template import RootVolume
 from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
@@ -23,15 +24,6 @@ from components.user_data import (
     run_on_every_node_command,
     torchrun_command,
 )
-
-DLAMI_TYPE = "oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04"
-DLAMI_ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs boot from /dev/sda1 (Amazon Linux: /dev/xvda)
-
-
-def dlami_parameter(architecture: str) -> str:
-    """Public SSM parameter of the AWS Deep Learning OSS Nvidia Driver GPU PyTorch AMI
-    (/aws/service/deeplearning/ami/<architecture>/<ami type>/latest/ami-id)."""
-    return f"/aws/service/deeplearning/ami/{architecture}/{DLAMI_TYPE}/latest/ami-id"
 
 
 @dataclass
@@ -151,7 +143,7 @@ class GpuCluster(pulumi.ComponentResource):
                 name=args.ami_ssm_parameter or dlami_parameter(args.facts.architecture), opts=invoke
             ).value
         )
-        root_device: pulumi.Input[str] = DLAMI_ROOT_DEVICE
+        root_device: pulumi.Input[str] = dlami()["root_device"]  # Ubuntu: /dev/sda1
         if args.ami_id or args.ami_ssm_parameter:  # a custom AMI: ask EC2 for its root device
             root_device = aws.ec2.get_ami_output(
                 filters=[{"name": "image-id", "values": [ami_id]}], opts=invoke

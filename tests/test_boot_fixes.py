@@ -6,9 +6,13 @@ import base64
 import json
 import re
 
+import pytest
 from conftest import ROOT, TRAIN_LIKE, plan_config
 
 from components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
+from components.dlami import dlami_supports
+from infra.config import load_spec
+from infra.errors import ConfigError
 from infra.stack_files import load_stack_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -82,3 +86,62 @@ def test_login_shells_see_the_torchrun_environment(train_plan):
     profile = script.split("cat > /etc/profile.d/gpu-cluster.sh <<'PROFILE'\n")[1]
     profile = profile.split("\nPROFILE\n")[0]
     assert ". /etc/gpu-cluster/torchrun.env" in profile and "set -a" in profile
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "zone", "allowed"),
+    [
+        ("p3dn.24xlarge", "us-east-1c", "families it supports: g4dn, g5, g6, gr6, g6e, p4d"),
+        ("g7e.12xlarge", "us-east-1a", "families it supports: g4dn, g5"),
+        ("p6-b300.48xlarge", "us-east-1a", "families it supports: g4dn"),
+        ("g6f.xlarge", "us-east-1a", "L4 types it supports: g6.12xlarge"),
+    ],
+)
+def test_types_the_deep_learning_ami_does_not_support_are_rejected(instance_type, zone, allowed):
+    config = {
+        **TRAIN_LIKE,
+        "gpu-cluster:instanceType": instance_type,
+        "gpu-cluster:availabilityZone": zone,
+        "gpu-cluster:nodes": "1",
+    }
+    with pytest.raises(ConfigError) as error:
+        load_spec(config, "test")
+    problems = [p for p in error.value.problems if "Deep Learning AMI" in p.problem]
+    assert len(problems) == 1, error.value
+    (problem,) = problems
+    assert problem.path == "gpu-cluster:instanceType" and problem.received == instance_type
+    assert problem.allowed.startswith(allowed)
+    assert "ami.id" in problem.fix
+    # an AMI of the user's own is the way to run it
+    own = {
+        **config,
+        "gpu-cluster:ami": json.dumps({"id": "ami-0123456789abcdef0", "architecture": "x86_64"}),
+    }
+    try:
+        load_spec(own, "test")
+    except ConfigError as other:
+        assert not any("Deep Learning AMI" in p.problem for p in other.problems)
+
+
+def test_a_gpu_request_is_steered_to_a_type_the_ami_supports():
+    """A cheaper type the default AMI cannot boot loses to a supported one."""
+    from dataclasses import replace
+
+    from components.catalog import Catalog, load_catalog
+    from infra.config import parse_spec
+    from infra.validation import resolve
+
+    real = load_catalog()
+    unsupported = real.get("g7e.2xlarge")  # priced in the snapshot, not a DLAMI family
+    supported = replace(unsupported, instance_type="g6e.unpriced")  # a DLAMI family, no price
+    catalog = Catalog(
+        instance_types={t.instance_type: t for t in (unsupported, supported)},
+        offerings={"us-east-1": {"us-east-1a": frozenset({"g7e.2xlarge", "g6e.unpriced"})}},
+    )
+    config = {k: v for k, v in TRAIN_LIKE.items() if k != "gpu-cluster:instanceType"}
+    config |= {"gpu-cluster:gpu": unsupported.gpu_model, "gpu-cluster:nodes": "1"}
+    spec, problems, _ = parse_spec(config)
+    assert not problems
+    resolved, problems = resolve(spec, "test", catalog)
+    assert problems == [] and resolved.facts.instance_type == "g6e.unpriced"
+    assert not dlami_supports("g7e.2xlarge", "x86_64")

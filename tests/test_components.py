@@ -290,7 +290,7 @@ def test_custom_ami_root_device_comes_from_ec2():
 
 
 def test_default_ami_is_the_deep_learning_ami_for_the_architecture(train_plan):
-    from components.cluster import dlami_parameter
+    from components.dlami import dlami_parameter
     from infra.plan.mocks import MOCK_AMI
 
     template = only(train_plan, LT).inputs

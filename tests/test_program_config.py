@@ -31,3 +31,25 @@ def test_config_error_is_a_pulumi_run_error():
     (problem,) = caught.value.problems
     assert problem.path == "gpu-cluster:tags.cost center"
     assert "instance metadata" in problem.problem and "cost-center" in problem.fix
+
+
+def test_pulumi_pip_toolchain_installs_the_project():
+    """`pulumi install` creates .venv from requirements.txt only: it must name this project."""
+    import tomllib
+
+    import yaml
+    from conftest import ROOT
+
+    runtime = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["runtime"]
+    assert runtime["options"] == {"toolchain": "pip", "virtualenv": ".venv"}
+    lines = [
+        line.strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines == ["-e ."]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "gpu-cluster"
+    assert {"pulumi", "pulumi-aws"} <= {
+        d.split(">")[0].split("<")[0] for d in project["dependencies"]
+    }

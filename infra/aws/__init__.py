@@ -20,9 +20,7 @@ RETRY_CONFIG = Config(retries={"max_attempts": 8, "mode": "adaptive"})
 def client(service: str, region: str, session: boto3.Session | None = None) -> Any:
     """A boto3 client with adaptive retries (a bad profile or region is an AwsError)."""
     try:
-        return (session or boto3.Session()).client(
-            service, region_name=region, config=RETRY_CONFIG
-        )
+        return (session or boto3.Session()).client(service, region_name=region, config=RETRY_CONFIG)
     except BotoCoreError as exc:
         raise AwsError(f"cannot reach {service} in region {region!r}: {exc}") from exc
 

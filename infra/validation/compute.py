@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from components.catalog import Catalog, InstanceFacts
+from components.dlami import dlami, dlami_supports, instance_family
 from infra.config import closest, suggest
 from infra.cost.gpu_prices import on_demand_hourly
 from infra.errors import NOT_SET, Problem
@@ -158,6 +159,8 @@ def pick_by_gpu(
         ]
     if spec.efa:
         offered = [f for f in offered if f.efa_supported] or offered
+    if default_ami(spec):
+        offered = [f for f in offered if dlami_supports(f.instance_type, f.architecture)] or offered
 
     def price_key(facts: InstanceFacts) -> tuple[float, int, str]:
         price = on_demand_hourly(spec.region, facts.instance_type)
@@ -299,3 +302,34 @@ def check_root_volume(volume: RootVolumeSpec) -> list[Problem]:
             )
         )
     return problems
+
+
+def default_ami(spec: StackSpec) -> bool:
+    return not (spec.ami.id or spec.ami.ssm_parameter)
+
+
+def check_dlami_support(spec: StackSpec, facts: InstanceFacts, catalog: Catalog) -> list[Problem]:
+    """The default Deep Learning AMI boots only the families its release notes list."""
+    if not default_ami(spec) or dlami_supports(facts.instance_type, facts.architecture):
+        return []
+    alternatives = [
+        f.instance_type
+        for f in catalog.types_for_gpu(facts.gpu_model)
+        if dlami_supports(f.instance_type, f.architecture)
+    ]
+    supported = dlami()["supported_families"].get(facts.architecture, [])
+    return [
+        Problem(
+            path=key("instanceType"),
+            received=facts.instance_type,
+            problem=f"the default Deep Learning AMI ({dlami()['ami_type']}) does not support "
+            f"the {instance_family(facts.instance_type)} family",
+            allowed=(
+                f"{facts.gpu_model} types it supports: {', '.join(alternatives)}"
+                if alternatives
+                else f"families it supports: {', '.join(supported)}"
+            ),
+            fix="pick a supported instanceType, or set ami.id / ami.ssmParameter to an AMI "
+            "built for this type",
+        )
+    ]

@@ -22,6 +22,7 @@ from infra.spec import (
 )
 from infra.validation.compute import (
     check_ami,
+    check_dlami_support,
     check_efa,
     check_root_volume,
     check_zone,
@@ -100,6 +101,7 @@ def resolve(
     purchase, found = check_purchase(spec, facts, catalog, efa)
     problems += found
     problems += check_ami(spec.ami, facts)
+    problems += check_dlami_support(spec, facts, catalog)
     slots = nic_layout(facts, efa and facts.efa_supported)
     layout, found = check_network(spec.network, spec.nodes, ip_addresses_per_node(slots), efa)
     problems += found
