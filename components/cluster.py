@@ -50,6 +50,9 @@ class GpuClusterArgs:
     root_volume: RootVolume = field(default_factory=RootVolume)
     nat_gateway: bool = True
     public_ip: bool = False
+    # Set when two stacks may share the cluster name (the stack name): keeps account-wide
+    # names unique and tags the nodes with it.
+    scope: str = ""
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -105,6 +108,7 @@ class GpuCluster(pulumi.ComponentResource):
                 extra_key_arns=extra_keys,
                 protect_key=args.storage.create,
                 autoscaling=not is_single_instance(args.purchase, args.node_count),
+                scope=args.scope,
                 tags=args.tags,
             ),
             child,
@@ -119,6 +123,7 @@ class GpuCluster(pulumi.ComponentResource):
                 kms_key_arn=self.security.key.arn,
                 nat_gateway=args.nat_gateway,
                 public_nodes=args.public_ip,
+                scope=args.scope,
                 tags=args.tags,
             ),
             child,
@@ -184,6 +189,7 @@ class GpuCluster(pulumi.ComponentResource):
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,
                 ],
+                scope=args.scope,
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
                 tags={**args.tags, CLUSTER_TAG: name},

@@ -7,7 +7,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from components.naming import child_name
+from components.naming import child_name, unique_name
 from components.policies import kms_key_policy
 
 KEY_DELETION_WINDOW_DAYS = 30
@@ -23,6 +23,7 @@ def create_cluster_key(
     protect: bool,
     parent: pulumi.Resource,
     autoscaling_role_arn: pulumi.Input[str] | None = None,
+    scope: str = "",
 ) -> tuple[aws.kms.Key, aws.kms.Alias]:
     """A symmetric key with rotation, an explicit policy and an alias; never deleted by a
     teardown (retained), and protected when it encrypts data that must outlive compute."""
@@ -40,7 +41,7 @@ def create_cluster_key(
     )
     alias = aws.kms.Alias(
         child_name(name, "key-alias"),
-        name=f"alias/gpu-cluster/{name}",
+        name=f"alias/gpu-cluster/{unique_name(name, scope)}",
         target_key_id=key.key_id,
         opts=pulumi.ResourceOptions(parent=parent),
     )

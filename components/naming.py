@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 MANAGED_BY_TAG = {"managed-by": "gpu-cluster"}
-CLUSTER_TAG = "gpu-cluster:name"  # nodes find each other by it
+CLUSTER_TAG = "gpu-cluster:name"  # nodes find each other by it (and by their VPC)
+STACK_TAG = "gpu-cluster:stack"
 
 
 def child_name(parent: str, role: str) -> str:
@@ -22,9 +23,19 @@ def merge_tags(*layers: Mapping[str, str] | None) -> dict[str, str]:
     return merged
 
 
-def cluster_tags(cluster: str, user_tags: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The tags every resource of a cluster carries (user tags may not drop the cluster tag)."""
-    return merge_tags(MANAGED_BY_TAG, user_tags, {CLUSTER_TAG: cluster})
+def cluster_tags(
+    cluster: str, user_tags: Mapping[str, str] | None = None, stack: str | None = None
+) -> dict[str, str]:
+    """The tags every resource of a cluster carries (user tags may not drop the cluster or
+    stack tag)."""
+    own = {CLUSTER_TAG: cluster} | ({STACK_TAG: stack} if stack else {})
+    return merge_tags(MANAGED_BY_TAG, user_tags, own)
+
+
+def unique_name(name: str, scope: str = "") -> str:
+    """An account- and region-wide name (alias, log group, service-linked role suffix) that
+    stays unique when two stacks share a cluster name: ``scope`` is the stack name then."""
+    return f"{name}-{scope}" if scope else name
 
 
 def node_name(index: int) -> str:

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cidr import SubnetLayout, interface_endpoints
-from components.naming import child_name
+from components.naming import child_name, unique_name
 from components.policies import assume_role_policy, flow_logs_delivery_policy
 
 FLOW_LOG_RETENTION_DAYS = 365
@@ -25,6 +25,7 @@ class ClusterNetworkArgs:
     kms_key_arn: pulumi.Input[str]
     nat_gateway: bool = True
     public_nodes: bool = False
+    scope: str = ""  # see naming.unique_name
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -218,7 +219,7 @@ class ClusterNetwork(pulumi.ComponentResource):
     ) -> None:
         log_group = aws.cloudwatch.LogGroup(
             child_name(name, "flow-logs"),
-            name=f"/gpu-cluster/{name}/vpc-flow-logs",
+            name=f"/gpu-cluster/{unique_name(name, args.scope)}/vpc-flow-logs",
             retention_in_days=FLOW_LOG_RETENTION_DAYS,
             kms_key_id=args.kms_key_arn,
             tags=args.tags,

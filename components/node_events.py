@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.naming import child_name
+from components.naming import child_name, unique_name
 
 LOG_RETENTION_DAYS = 365
 GROUP_EVENTS = (
@@ -21,10 +21,10 @@ GROUP_EVENTS = (
 SPOT_EVENTS = ("EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation")
 
 
-def log_group_name(group: str) -> str:
+def log_group_name(group: str, scope: str = "") -> str:
     """EventBridge may write to any log group its resource policy allows; /aws/events/ is the
     convention the console uses."""
-    return f"/aws/events/gpu-cluster/{group}"
+    return f"/aws/events/gpu-cluster/{unique_name(group, scope)}"
 
 
 def group_event_pattern(group_name: str) -> str:
@@ -66,12 +66,13 @@ def record_node_events(
     kms_key_arn: pulumi.Input[str],
     tags: dict[str, str],
     parent: pulumi.Resource,
+    scope: str = "",
 ) -> aws.cloudwatch.LogGroup:
     """A KMS-encrypted log group and the rules that feed it; children of ``parent``."""
     child = pulumi.ResourceOptions(parent=parent)
     log = aws.cloudwatch.LogGroup(
         child_name(name, "events"),
-        name=log_group_name(name),
+        name=log_group_name(name, scope),
         kms_key_id=kms_key_arn,
         retention_in_days=LOG_RETENTION_DAYS,
         tags=tags,
@@ -81,7 +82,7 @@ def record_node_events(
     # its own log group.
     aws.cloudwatch.LogResourcePolicy(
         child_name(name, "events-policy"),
-        policy_name=f"gpu-cluster-{name}-events",
+        policy_name=f"gpu-cluster-{unique_name(name, scope)}-events",
         policy_document=log.arn.apply(lambda arn: json.dumps(events_to_logs_policy(arn))),
         opts=child,
     )

@@ -79,6 +79,7 @@ class GpuNodeGroupArgs:
     autoscaling_role_arn: pulumi.Input[str] | None = None  # the group's service-linked role
     # What boot needs in place first: security-group rules, routes, endpoints, role policies.
     boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
+    scope: str = ""  # see naming.unique_name
     root_volume: RootVolume = field(default_factory=RootVolume)
     public_ip: bool = False
     tags: dict[str, str] = field(default_factory=dict)
@@ -174,6 +175,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 kms_key_arn=args.kms_key_arn,
                 tags=args.tags,
                 parent=self,
+                scope=args.scope,
             )
         outputs = {"launchTemplateId": self.launch_template.id}
         if self.group is not None:

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.kms import create_cluster_key
-from components.naming import child_name
+from components.naming import child_name, unique_name
 from components.policies import SSM_MANAGED_POLICY, ec2_assume_role_policy, node_access_policy
 
 
@@ -22,6 +22,7 @@ class ClusterSecurityArgs:
     extra_key_arns: list[pulumi.Input[str]] = field(default_factory=list)
     protect_key: bool = True
     autoscaling: bool = False  # nodes launched by an Auto Scaling group
+    scope: str = ""  # see naming.unique_name
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -41,7 +42,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             self.autoscaling_role = aws.iam.ServiceLinkedRole(
                 child_name(name, "autoscaling-role"),
                 aws_service_name="autoscaling.amazonaws.com",
-                custom_suffix=name,
+                custom_suffix=unique_name(name, args.scope),
                 description=f"gpu-cluster {name}: launches the node group",
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self),
@@ -55,6 +56,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             protect=args.protect_key,
             parent=self,
             autoscaling_role_arn=self.autoscaling_role.arn if self.autoscaling_role else None,
+            scope=args.scope,
         )
         child = pulumi.ResourceOptions(parent=self)
         self.role = aws.iam.Role(

@@ -86,7 +86,8 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             ),
             nat_gateway=spec.network.nat_gateway,
             public_ip=spec.network.public_ip,
-            tags=cluster_tags(spec.name, spec.tags),
+            scope="" if spec.name == spec.stack else spec.stack,
+            tags=cluster_tags(spec.name, spec.tags, spec.stack),
         ),
     )
     pulumi.export("instanceType", spec.facts.instance_type)

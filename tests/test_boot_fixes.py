@@ -145,3 +145,25 @@ def test_a_gpu_request_is_steered_to_a_type_the_ami_supports():
     resolved, problems = resolve(spec, "test", catalog)
     assert problems == [] and resolved.facts.instance_type == "g6e.unpriced"
     assert not dlami_supports("g7e.2xlarge", "x86_64")
+
+
+def test_two_stacks_sharing_a_cluster_name_get_distinct_account_wide_names(train_plan):
+    other = plan_config({**TRAIN_LIKE, "gpu-cluster:clusterName": "train"}, stack="team2")
+    assert other.error is None, other.error
+
+    def names(plan) -> set[str]:
+        return {
+            plan.named("train-security-key-alias").inputs["name"],
+            plan.named("train-network-flow-logs").inputs["name"],
+            plan.named("train-nodes-events").inputs["name"],
+            plan.named("train-nodes-events-policy").inputs["policyName"],
+            plan.named("train-security-autoscaling-role").inputs["customSuffix"],
+        }
+
+    ours, theirs = names(train_plan), names(other)
+    assert ours.isdisjoint(theirs)
+    # a stack named like its cluster keeps the names it always had
+    assert "alias/gpu-cluster/train-security" in ours
+    assert "alias/gpu-cluster/train-security-team2" in theirs
+    tags = {t["key"]: t["value"] for t in only(other, GROUP).inputs["tags"]}
+    assert tags["gpu-cluster:name"] == "train" and tags["gpu-cluster:stack"] == "team2"

@@ -69,10 +69,16 @@ def node_list_env(tmp_path: Path, group: str, describe_rows: str) -> tuple[Path,
     (etc / "cluster.env").write_text(env_file + "\n")
     program = tmp_path / "nodes.sh"
     program.write_text(extract(script, "/usr/local/sbin/gpu-cluster-nodes"))
-    stub(bin_dir, "curl", 'case "$*" in\n  *instance-id*) echo i-bbb;;\n  *) echo token;;\nesac\n')
+    stub(
+        bin_dir,
+        "curl",
+        'case "$*" in\n  *instance-id*) echo i-bbb;;\n  */vpc-id*) echo vpc-0abc;;\n'
+        "  */mac) echo 0a:1b:2c:3d:4e:5f;;\n  *) echo token;;\nesac\n",
+    )
     stub(
         bin_dir,
         "aws",
+        f'echo "$*" >> {tmp_path}/aws-calls\n'
         'case "$*" in\n'
         f"  *--instance-ids*) echo {group};;\n"
         "  *describe-auto-scaling-groups*) echo 3;;\n"
@@ -103,6 +109,12 @@ def test_node_list_ranks_nodes_by_launch_time_and_sizes_from_the_group(tmp_path)
     assert torchrun["MASTER_ADDR"] == "10.42.0.30"  # the oldest node hosts the rendezvous
     assert torchrun["NPROC_PER_NODE"] == "8" and torchrun["RDZV_ID"] == "train"
     assert torchrun["FI_PROVIDER"] == "efa" and torchrun["DATA_BUCKET"] == "bucket-1"
+    # only this cluster's nodes in this node's own VPC (another stack may share the name)
+    listing = [c for c in (tmp_path / "aws-calls").read_text().splitlines() if "--filters" in c]
+    assert listing and all(
+        "Name=tag:gpu-cluster:name,Values=train" in c and "Name=vpc-id,Values=vpc-0abc" in c
+        for c in listing
+    )
 
 
 def test_a_node_outside_any_group_is_a_cluster_of_one(tmp_path):

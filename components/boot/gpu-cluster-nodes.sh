@@ -15,10 +15,12 @@ imds() {
   curl -sS -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
 }
 SELF=$(imds instance-id)
+# The node's own VPC: another stack's cluster with the same name is never in it.
+VPC=$(imds "network/interfaces/macs/$(imds mac)/vpc-id")
 GROUP_TAG='Tags[?Key==`aws:autoscaling:groupName`]|[0].Value'
 list_nodes() {
   aws ec2 describe-instances --region "$REGION" \
-    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" \
+    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$VPC" \
               "Name=instance-state-name,Values=pending,running" \
     --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress]' \
     --output text | sort | awk '{print NR-1 "\t" $3 "\t" $2}'
