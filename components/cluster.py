@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.ami import AmiChoice, resolve_ami
 from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.datastore import DataStore, DataStoreArgs
-from components.dlami import dlami, dlami_parameter
 from components.launch_template import RootVolume
 from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
@@ -47,6 +47,7 @@ class GpuClusterArgs:
     purchase: Purchase = field(default_factory=OnDemand)
     ami_ssm_parameter: str | None = None
     ami_id: str | None = None
+    ami_release: str | None = None  # a Deep Learning AMI release; "latest" follows SSM
     root_volume: RootVolume = field(default_factory=RootVolume)
     nat_gateway: bool = True
     public_ip: bool = False
@@ -142,17 +143,15 @@ class GpuCluster(pulumi.ComponentResource):
             )
             bucket_name = self.storage.bucket.bucket
 
-        ami_id = (
-            args.ami_id
-            or aws.ssm.get_parameter_output(
-                name=args.ami_ssm_parameter or dlami_parameter(args.facts.architecture), opts=invoke
-            ).value
+        self.ami = resolve_ami(
+            AmiChoice(
+                architecture=args.facts.architecture,
+                image_id=args.ami_id,
+                ssm_parameter=args.ami_ssm_parameter,
+                release=args.ami_release,
+            ),
+            invoke,
         )
-        root_device: pulumi.Input[str] = dlami()["root_device"]  # Ubuntu: /dev/sda1
-        if args.ami_id or args.ami_ssm_parameter:  # a custom AMI: ask EC2 for its root device
-            root_device = aws.ec2.get_ami_output(
-                filters=[{"name": "image-id", "values": [ami_id]}], opts=invoke
-            ).root_device_name
         gpus_per_node = args.facts.gpu_count
         efa_interfaces = efa_interface_count(nic_layout(args.facts, args.efa))
         self.nodes = GpuNodeGroup(
@@ -161,8 +160,8 @@ class GpuCluster(pulumi.ComponentResource):
                 facts=args.facts,
                 node_count=args.node_count,
                 efa=args.efa,
-                ami_id=ami_id,
-                root_device_name=root_device,
+                ami_id=self.ami.image_id,
+                root_device_name=self.ami.root_device,
                 subnet_id=self.network.node_subnet.id,
                 security_group_id=self.network.node_security_group.id,
                 instance_profile_arn=self.security.instance_profile.arn,
@@ -204,6 +203,8 @@ class GpuCluster(pulumi.ComponentResource):
         outputs: dict[str, pulumi.Input] = {
             "bucketName": self.bucket_name,
             "totalGpus": self.total_gpus,
+            "amiId": self.ami.image_id,
+            "amiName": self.ami.name,
             "efaInterfacesPerNode": self.efa_interfaces_per_node,
         }
         if self.node_group_name is not None:  # an Auto Scaling group: nodes come and go

@@ -27,3 +27,9 @@ def instance_family(instance_type: str) -> str:
 
 def dlami_supports(instance_type: str, architecture: str) -> bool:
     return instance_family(instance_type) in dlami()["supported_families"].get(architecture, [])
+
+
+def dlami_image_name(architecture: str, release: str | None = None) -> str:
+    """The EC2 image name of one Deep Learning AMI release (default: the bundled one)."""
+    data = dlami()
+    return data["image_names"][architecture].format(release=release or data["release"])

@@ -79,6 +79,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             purchase=spec.purchase,
             ami_ssm_parameter=spec.ami.ssm_parameter,
             ami_id=spec.ami.id,
+            ami_release=spec.ami.release,
             root_volume=RootVolume(
                 size_gib=spec.root_volume.size_gib,
                 iops=spec.root_volume.iops,
@@ -95,6 +96,8 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("purchaseOption", spec.purchase_option)
     pulumi.export("totalGpus", cluster.total_gpus)
     pulumi.export("efaInterfacesPerNode", cluster.efa_interfaces_per_node)
+    pulumi.export("amiId", cluster.ami.image_id)
+    pulumi.export("amiName", cluster.ami.name)
     if cluster.node_group_name is not None:
         pulumi.export("nodeGroupName", cluster.node_group_name)
         pulumi.export("listNodesCommand", cluster.list_nodes_command)

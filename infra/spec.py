@@ -58,6 +58,7 @@ class StorageSpec(StrictModel):
 class AmiSpec(StrictModel):
     id: str | None = None
     ssm_parameter: str | None = None
+    release: str | None = None  # Deep Learning AMI release YYYYMMDD, or "latest"
     architecture: Literal["x86_64", "arm64"] | None = None
 
 

@@ -287,18 +287,44 @@ def test_custom_ami_root_device_comes_from_ec2():
     assert template["imageId"] == "ami-0123456789abcdef0"
     # The mock EC2 answers /dev/xvda for non-DLAMI images: proof the lookup was made and used.
     assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/xvda"
+    # a pinned id keeps resolving after its owner deprecates it
+    (lookup,) = [a for t, a in plan.invokes if t == "aws:ec2/getAmi:getAmi"]
+    assert lookup["includeDeprecated"] is True
 
 
-def test_default_ami_is_the_deep_learning_ami_for_the_architecture(train_plan):
-    from components.dlami import dlami_parameter
+def test_default_ami_is_a_pinned_deep_learning_ami_release(train_plan):
+    """Every node boots the same AMI: a release found by its image name (deprecated ones
+    included), never whatever the "latest" SSM parameter says that day."""
+    from components.dlami import dlami, dlami_image_name
     from infra.plan.mocks import MOCK_AMI
 
     template = only(train_plan, LT).inputs
-    parameters = [a["name"] for t, a in train_plan.invokes if t.startswith("aws:ssm/getParameter")]
-    assert parameters == [dlami_parameter("x86_64")]
-    assert "/aws/service/deeplearning/ami/x86_64/" in parameters[0]
-    assert template["imageId"] == MOCK_AMI["x86_64"]
+    assert [t for t, _ in train_plan.invokes if t.startswith("aws:ssm/getParameter")] == []
+    (lookup,) = [a for t, a in train_plan.invokes if t == "aws:ec2/getAmi:getAmi"]
+    expected = (
+        f"Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.9 (Ubuntu 24.04) {dlami()['release']}"
+    )
+    assert dlami_image_name("x86_64") == expected
+    assert lookup["filters"] == [{"name": "name", "values": [expected]}]
+    assert lookup["owners"] == ["amazon"] and lookup["includeDeprecated"] is True
+    assert template["imageId"] == MOCK_AMI["x86_64"] == train_plan.outputs["amiId"]
+    assert train_plan.outputs["amiName"] == expected
     assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/sda1"
+
+
+def test_moving_to_another_ami_is_an_explicit_setting():
+    from components.dlami import dlami_parameter
+
+    newer = plan_config({**TRAIN_LIKE, "gpu-cluster:ami": '{"release": "20261009"}'}, "train")
+    assert newer.error is None, newer.error
+    (lookup,) = [a for t, a in newer.invokes if t == "aws:ec2/getAmi:getAmi"]
+    assert lookup["filters"][0]["values"][0].endswith(" 20261009")
+    latest = plan_config({**TRAIN_LIKE, "gpu-cluster:ami": '{"release": "latest"}'}, "train")
+    assert latest.error is None, latest.error
+    parameters = [a["name"] for t, a in latest.invokes if t.startswith("aws:ssm/getParameter")]
+    assert parameters == [dlami_parameter("x86_64")]
+    (by_id,) = [a for t, a in latest.invokes if t == "aws:ec2/getAmi:getAmi"]
+    assert by_id["includeDeprecated"] is True
 
 
 def test_scaling_up_resizes_the_group_and_leaves_the_template_alone(train_plan):

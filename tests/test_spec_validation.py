@@ -959,3 +959,22 @@ def test_plan_of_a_gpu_request_deploys_the_resolved_type():
     assert plan.outputs["nodeCount"] == 2
     assert plan.outputs["totalGpus"] == 16
     assert plan.outputs["efaInterfacesPerNode"] > 0  # EFA defaults on for 2 EFA nodes
+
+
+@pytest.mark.parametrize(
+    ("ami", "path", "problem"),
+    [
+        ({"release": "2026-03-17"}, "ami.release", "not a Deep Learning AMI release"),
+        ({"release": "newest"}, "ami.release", "not a Deep Learning AMI release"),
+        (
+            {"release": "20260317", "id": "ami-0123456789abcdef0", "architecture": "x86_64"},
+            "ami.release",
+            "ami.release picks a Deep Learning AMI release; ami.id or ami.ssmParameter names "
+            "another AMI",
+        ),
+    ],
+)
+def test_ami_release_rules(ami, path, problem):
+    found = only_problem(config(ami=ami))
+    assert found.path == key(path) and found.problem == problem
+    assert found.fix.startswith("pulumi config")

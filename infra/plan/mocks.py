@@ -165,8 +165,17 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "withDecryption": True,
             }, []
         if token == "aws:ec2/getAmi:getAmi":
-            image = next(iter(f["values"][0] for f in inputs.get("filters", []) if f["values"]), "")
-            arch = "arm64" if image == MOCK_AMI["arm64"] else "x86_64"
+            filters = {f["name"]: f["values"][0] for f in inputs.get("filters", []) if f["values"]}
+            if "name" in filters:  # a Deep Learning AMI release, by its image name
+                name = filters["name"]
+                arch = "arm64" if "ARM64" in name else "x86_64"
+                image = MOCK_AMI[arch]
+            else:
+                image = filters.get("image-id", "")
+                arch = "arm64" if image == MOCK_AMI["arm64"] else "x86_64"
+                name = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.9 (Ubuntu 24.04) latest"
+                if image not in MOCK_AMI.values():
+                    name = f"custom {image}"
             return {
                 "id": image,
                 "imageId": image,
@@ -175,6 +184,6 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "rootDeviceName": "/dev/sda1" if image in MOCK_AMI.values() else "/dev/xvda",
                 "rootDeviceType": "ebs",
                 "virtualizationType": "hvm",
-                "name": "Deep Learning OSS Nvidia Driver AMI GPU PyTorch (Ubuntu 24.04)",
+                "name": name,
             }, []
         return {}, []

@@ -18,6 +18,7 @@ from infra.spec import (
 )
 from infra.validation.common import key
 
+RELEASE = re.compile(r"^(20\d{6}|latest)\Z")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?\Z")
 
 
@@ -228,6 +229,28 @@ def check_ami(ami: AmiSpec, facts: InstanceFacts) -> list[Problem]:
                 problem="both ami.id and ami.ssmParameter are set",
                 allowed="one of them (or neither, for the AWS Deep Learning AMI)",
                 fix="pulumi config rm --path ami.ssmParameter",
+            )
+        )
+    if ami.release is not None and (ami.id or ami.ssm_parameter):
+        problems.append(
+            Problem(
+                path=key("ami.release"),
+                received=ami.release,
+                problem="ami.release picks a Deep Learning AMI release; ami.id or "
+                "ami.ssmParameter names another AMI",
+                allowed="ami.release alone, or ami.id / ami.ssmParameter alone",
+                fix="pulumi config rm --path ami.release",
+            )
+        )
+    if ami.release is not None and not RELEASE.match(ami.release):
+        problems.append(
+            Problem(
+                path=key("ami.release"),
+                received=ami.release,
+                problem="not a Deep Learning AMI release",
+                allowed="a release date YYYYMMDD from the DLAMI release notes (e.g. "
+                f"{dlami()['release']}), or latest",
+                fix=f"pulumi config set --path ami.release {dlami()['release']}",
             )
         )
     if ami.id and not AMI_ID.match(ami.id):
