@@ -66,6 +66,7 @@ def render_user_data(boot: BootConfig) -> str:
             "NODES_SCRIPT": fill(boot_script("gpu-cluster-nodes.sh"), constants).rstrip("\n"),
             "TORCHRUN_SCRIPT": boot_script("gpuc-torchrun.sh").rstrip("\n"),
             "SPOT_WATCH_SCRIPT": boot_script("gpu-cluster-spot-watch.sh").rstrip("\n"),
+            "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
         },
     )
 

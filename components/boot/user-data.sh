@@ -1,6 +1,6 @@
 #!/bin/bash
 # gpu-cluster node bootstrap: a template rendered by components/user_data.py (double-brace placeholders).
-set -euo pipefail
+set -uo pipefail  # a failing step is reported, never stops the steps after it
 mkdir -p /etc/gpu-cluster
 cat > /etc/gpu-cluster/cluster.env <<'ENV'
 CLUSTER={{CLUSTER}}
@@ -13,45 +13,27 @@ SCRATCH={{SCRATCH}}
 SPOT={{SPOT}}
 ENV
 . /etc/gpu-cluster/cluster.env
-mkdir -p "$SCRATCH"
 
-# 1. All NVMe instance-store disks -> one RAID0 volume at $SCRATCH.
-if [ "$NVME_DISKS" -gt 0 ] && ! mountpoint -q "$SCRATCH"; then
-  # The Deep Learning AMI may already have claimed the disks: release them first.
-  systemctl disable --now dlami-nvme.service 2>/dev/null || true
-  mountpoint -q /opt/dlami/nvme && umount /opt/dlami/nvme || true
-  vgchange -an 2>/dev/null || true
-  mdadm --stop --scan 2>/dev/null || true
-  DISKS=()
-  for _ in $(seq 1 60); do
-    mapfile -t DISKS < <(
-      for disk in /dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_*; do
-        case $disk in *-part*) continue ;; esac
-        [ -e "$disk" ] && readlink -f "$disk"
-      done | sort -u
-    )
-    [ "${#DISKS[@]}" -ge "$NVME_DISKS" ] && break
-    sleep 2
-  done
-  if [ "${#DISKS[@]}" -eq 0 ]; then
-    echo "gpu-cluster: no NVMe instance-store disk found; $SCRATCH stays on the root volume" >&2
-  elif [ "${#DISKS[@]}" -gt 1 ]; then
-    mdadm --create /dev/md0 --level=0 --force --raid-devices="${#DISKS[@]}" "${DISKS[@]}" --run
-    VOLUME=/dev/md0
-    mdadm --detail --scan >> /etc/mdadm/mdadm.conf || true
-  else
-    VOLUME="${DISKS[0]}"
-  fi
-  if [ "${#DISKS[@]}" -gt 0 ]; then
-    mkfs.xfs -f "$VOLUME"
-    mount -o noatime "$VOLUME" "$SCRATCH"
-    echo "$VOLUME $SCRATCH xfs noatime,nofail 0 2" >> /etc/fstab
-  fi
-  chmod 1777 "$SCRATCH"
-  mkdir -p /opt/dlami
-  rmdir /opt/dlami/nvme 2>/dev/null || true
-  [ -e /opt/dlami/nvme ] || ln -s "$SCRATCH" /opt/dlami/nvme
-fi
+# 1. NVMe scratch space, set up by a unit that runs on every boot (never fatal).
+cat > /usr/local/sbin/gpu-cluster-scratch <<'SCRIPT'
+{{SCRATCH_SCRIPT}}
+SCRIPT
+chmod 755 /usr/local/sbin/gpu-cluster-scratch
+cat > /etc/systemd/system/gpu-cluster-scratch.service <<'UNIT'
+[Unit]
+Description=gpu-cluster: NVMe scratch space
+After=local-fs.target dlami-nvme.service
+Wants=dlami-nvme.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/gpu-cluster-scratch
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable gpu-cluster-scratch.service
+systemctl start gpu-cluster-scratch.service || echo "gpu-cluster: scratch setup failed" >&2
 
 # 2. The node list and torchrun environment, rebuilt from EC2 as nodes come and go.
 cat > /usr/local/sbin/gpu-cluster-nodes <<'SCRIPT'
