@@ -121,6 +121,23 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from infra.estimate.command import run_estimate
+    from infra.estimate.model import Workload, throughput
+
+    defaults = throughput()["defaults"]
+    work = Workload(
+        model_params=args.model_params,
+        dataset_gb=args.dataset_gb,
+        tokens_per_step=args.tokens_per_step or defaults["tokens_per_step"],
+        bytes_per_token=args.bytes_per_token or defaults["bytes_per_token"],
+        mfu=args.mfu or defaults["mfu"],
+        fsx_tib=args.fsx_tib or defaults["fsx_tib"],
+        fsx_deployment=defaults["fsx_deployment"],
+    )
+    return run_estimate(args.stack, work, args.json)
+
+
 def bounded(low: float, high: float, name: str):
     """An argparse type: a number within [low, high], or a one-line usage error."""
 
@@ -190,6 +207,26 @@ def parser() -> argparse.ArgumentParser:
     buy.add_argument("--region", default="us-east-1")
     buy.add_argument("--yes", action="store_true", help="confirm: the block cannot be cancelled")
     buy.set_defaults(func=cmd_block_purchase)
+    estimate = sub.add_parser("estimate", help="what bounds a training step, what an epoch costs")
+    estimate.add_argument("--stack", "-s", required=True)
+    estimate.add_argument(
+        "--model-params",
+        type=bounded(1e3, 1e14, "--model-params"),
+        required=True,
+        help="parameters, e.g. 7e9",
+    )
+    estimate.add_argument(
+        "--dataset-gb",
+        type=bounded(0.001, 1e9, "--dataset-gb"),
+        default=1000.0,
+        help="tokenized dataset size in GB (default 1000)",
+    )
+    estimate.add_argument("--tokens-per-step", type=bounded(1, 1e12, "--tokens-per-step"))
+    estimate.add_argument("--bytes-per-token", type=bounded(1, 16, "--bytes-per-token"))
+    estimate.add_argument("--mfu", type=bounded(0.01, 1, "--mfu"), help="model FLOPs utilisation")
+    estimate.add_argument("--fsx-tib", type=bounded(1.2, 1e5, "--fsx-tib"))
+    estimate.add_argument("--json", action="store_true")
+    estimate.set_defaults(func=cmd_estimate)
     prices = sub.add_parser("prices", help="the bundled GPU price snapshot")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     prices_refresh = prices_sub.add_parser("refresh", help="rebuild it from AWS (boto3)")

@@ -1,0 +1,171 @@
+"""`gpuc estimate`: the step-time bounds and the cost of an epoch for a stack, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from infra.config import load_spec
+from infra.cost.model import estimate_cluster
+from infra.errors import ConfigError
+from infra.estimate.model import (
+    GRADIENT_BYTES,
+    Workload,
+    node_network_gbps,
+    nvme_read_bytes_per_second,
+    published_claims,
+    ring_allreduce_seconds,
+    step_times,
+    throughput,
+)
+from infra.stack_files import StackFileError, load_stack_config
+from infra.validation import ResolvedCluster
+
+EXIT_OK, EXIT_USAGE, EXIT_CONFIG = 0, 1, 2
+COMPARE_GBPS = (10, 100)
+SOURCES = ("S3", "FSx for Lustre", "NVMe RAID")
+
+
+def report(spec: ResolvedCluster, work: Workload) -> dict[str, Any]:
+    facts, nodes = spec.facts, spec.node_count
+    gbps = node_network_gbps(facts, spec.efa)
+    steps, rates = step_times(facts, nodes, spec.efa, work)
+    dataset_bytes = work.dataset_gb * 1e9
+    tokens = dataset_bytes / work.bytes_per_token
+    step_count = math.ceil(tokens / work.tokens_per_step)
+    hourly = estimate_cluster(spec).hourly_usd
+    epochs = {}
+    for source in SOURCES:
+        seconds = steps.step_seconds(source) * step_count
+        epochs[source] = {
+            "boundBy": steps.bound(source),
+            "stepSeconds": steps.step_seconds(source),
+            "hours": seconds / 3600,
+            "gpuHours": seconds / 3600 * spec.total_gpus,
+            "usd": seconds / 3600 * hourly,
+        }
+    _, nvme_basis = nvme_read_bytes_per_second(facts)
+    return {
+        "stack": spec.stack,
+        "cluster": f"{nodes} x {facts.instance_type} ({spec.total_gpus} x {facts.gpu_model})",
+        "modelParams": work.model_params,
+        "nodeNetworkGbps": gbps,
+        "allReduce": {
+            precision: {
+                "gradientBytes": work.model_params * size,
+                "seconds": steps.allreduce_s[precision],
+                **{
+                    f"seconds{rate}Gbps": ring_allreduce_seconds(
+                        work.model_params * size, max(nodes, 2), rate
+                    )
+                    for rate in COMPARE_GBPS
+                },
+            }
+            for precision, size in GRADIENT_BYTES.items()
+        },
+        "read": {
+            source: {
+                "bytesPerSecond": rates[source],
+                "datasetSeconds": dataset_bytes / rates[source],
+                "stepSeconds": steps.read_s[source],
+            }
+            for source in SOURCES
+        },
+        "nvmeBasis": nvme_basis,
+        "computeSeconds": steps.compute_s,
+        "workload": {
+            "datasetGb": work.dataset_gb,
+            "tokensPerStep": work.tokens_per_step,
+            "bytesPerToken": work.bytes_per_token,
+            "mfu": work.mfu,
+            "fsx": f"{work.fsx_tib:g} TiB {work.fsx_deployment}",
+            "stepsPerEpoch": step_count,
+        },
+        "epoch": epochs,
+        "usdPerHour": hourly,
+        "claims": [
+            {
+                "claim": c.text,
+                "quotedSeconds": c.quoted_seconds,
+                "computedSeconds": c.computed_seconds,
+                "holds": c.holds,
+                "reading": c.reading,
+            }
+            for c in published_claims()
+        ],
+        "source": throughput()["source"],
+    }
+
+
+def text(doc: dict[str, Any]) -> str:
+    w = doc["workload"]
+    lines = [
+        f"Estimate for stack '{doc['stack']}': {doc['cluster']}, "
+        f"{doc['modelParams']:.3g} parameters",
+        f"Inter-node network per node: {doc['nodeNetworkGbps']:g} Gbps",
+        "",
+        "Gradient all-reduce per step (ring: 2(n-1)/n x gradient bytes / per-node bandwidth):",
+        f"{'precision':<10}{'gradients':>12}{'this cluster':>15}{'at 10 Gbps':>13}"
+        f"{'at 100 Gbps':>13}",
+    ]
+    for precision, row in doc["allReduce"].items():
+        lines.append(
+            f"{precision:<10}{row['gradientBytes'] / 1e9:>10.1f} GB{row['seconds']:>13.3f} s"
+            f"{row['seconds10Gbps']:>11.2f} s{row['seconds100Gbps']:>11.3f} s"
+        )
+    lines += [
+        "",
+        f"Reading the data ({w['datasetGb']:g} GB; a step reads {w['tokensPerStep']:.3g} tokens x "
+        f"{w['bytesPerToken']:g} B; FSx {w['fsx']}; NVMe: {doc['nvmeBasis']}):",
+        f"{'source':<16}{'cluster rate':>14}{'whole dataset':>16}{'per step':>12}",
+    ]
+    for source, row in doc["read"].items():
+        lines.append(
+            f"{source:<16}{row['bytesPerSecond'] / 1e9:>10.2f} GB/s"
+            f"{row['datasetSeconds'] / 60:>12.1f} min{row['stepSeconds']:>10.4f} s"
+        )
+    lines += [
+        "",
+        f"Compute per step (6 x params x tokens / (GPUs x peak BF16 x MFU {w['mfu']:g})): "
+        f"{doc['computeSeconds']:.3f} s",
+        f"An epoch is {w['stepsPerEpoch']:,} steps; at ${doc['usdPerHour']:,.2f}/h "
+        "(the stack's estimate), with no overlap of compute, communication and reads:",
+        f"{'data from':<16}{'bound by':<26}{'step s':>8}{'hours':>9}{'GPU-hours':>11}{'cost':>12}",
+    ]
+    for source, row in doc["epoch"].items():
+        lines.append(
+            f"{source:<16}{row['boundBy']:<26}{row['stepSeconds']:>8.3f}{row['hours']:>9.2f}"
+            f"{row['gpuHours']:>11.1f}{'$' + format(row['usd'], ',.0f'):>12}"
+        )
+    lines += ["", "Published figures, recomputed:"]
+    for claim in doc["claims"]:
+        verdict = "holds" if claim["holds"] else "off"
+        lines.append(
+            f'  - "{claim["claim"]}": {verdict}; computed {claim["computedSeconds"]:.3g} s '
+            f"({claim['reading']})"
+        )
+    lines.append(f"Sources: {doc['source']}")
+    return "\n".join(lines)
+
+
+def run_estimate(stack: str, work: Workload, as_json: bool = False) -> int:
+    try:
+        spec = load_spec(load_stack_config(stack), stack)
+    except StackFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    if not isinstance(spec, ResolvedCluster):
+        print(f"error: stack '{stack}' has no GPU nodes", file=sys.stderr)
+        return EXIT_USAGE
+    doc = report(spec, work)
+    if as_json:
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(text(doc))
+    return EXIT_OK
