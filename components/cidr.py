@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 AWS_RESERVED_PER_SUBNET = 5  # network, VPC router, DNS, future use, broadcast
 INTERFACE_ENDPOINTS = ("ssm", "ssmmessages", "ec2messages")
-# What a node's boot calls besides SSM and S3 (node discovery: EC2 and Auto Scaling). With a NAT
+# What a node's boot calls besides SSM and S3 (node discovery: EC2 and Auto Scaling; the
+# health check: EC2 tags, Auto Scaling instance health, CloudWatch metrics). With a NAT
 # gateway these go out through it; without one they need their own endpoints.
-AIR_GAPPED_ENDPOINTS = ("ec2", "autoscaling")
+AIR_GAPPED_ENDPOINTS = ("ec2", "autoscaling", "monitoring")
 MAX_ENDPOINT_ADDRESSES = len(INTERFACE_ENDPOINTS) + len(AIR_GAPPED_ENDPOINTS)
 
 

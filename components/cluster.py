@@ -14,11 +14,13 @@ from components.datastore import DataStore, DataStoreArgs
 from components.launch_template import RootVolume
 from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
-from components.nic_layout import efa_interface_count, nic_layout
+from components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.purchase import OnDemand, Purchase, Spot, is_single_instance
 from components.security import ClusterSecurity, ClusterSecurityArgs
+from components.topology import has_nvswitch
 from components.user_data import (
+    ALLREDUCE_BENCH_PATH,
     BootConfig,
     render_user_data,
     run_on_every_node_command,
@@ -110,6 +112,7 @@ class GpuCluster(pulumi.ComponentResource):
                 protect_key=args.storage.create,
                 autoscaling=not is_single_instance(args.purchase, args.node_count),
                 scope=args.scope,
+                cluster=name,
                 tags=args.tags,
             ),
             child,
@@ -153,6 +156,8 @@ class GpuCluster(pulumi.ComponentResource):
             invoke,
         )
         gpus_per_node = args.facts.gpu_count
+        # all-reduce across nodes cannot beat the node's network (nccl-tests' busbw, GB/s)
+        self.expected_busbw_gbytes = node_network_gbps(args.facts, args.efa) / 8
         efa_interfaces = efa_interface_count(nic_layout(args.facts, args.efa))
         self.nodes = GpuNodeGroup(
             child_name(name, "nodes"),
@@ -176,6 +181,8 @@ class GpuCluster(pulumi.ComponentResource):
                             efa_interfaces=efa_interfaces,
                             bucket=bucket,
                             spot=isinstance(args.purchase, Spot),
+                            nvswitch=has_nvswitch(args.facts.instance_type),
+                            expected_busbw_gbytes=self.expected_busbw_gbytes,
                         )
                     )
                 ),
@@ -206,6 +213,7 @@ class GpuCluster(pulumi.ComponentResource):
             "amiId": self.ami.image_id,
             "amiName": self.ami.name,
             "efaInterfacesPerNode": self.efa_interfaces_per_node,
+            "expectedBusBandwidthGBps": self.expected_busbw_gbytes,
         }
         if self.node_group_name is not None:  # an Auto Scaling group: nodes come and go
             group = self.node_group_name
@@ -215,7 +223,13 @@ class GpuCluster(pulumi.ComponentResource):
             self.run_everywhere_command = group.apply(
                 lambda g: run_on_every_node_command(args.region, "aws:autoscaling:groupName", g)
             )
+            self.nccl_test_command = group.apply(
+                lambda g: run_on_every_node_command(
+                    args.region, "aws:autoscaling:groupName", g, ALLREDUCE_BENCH_PATH
+                )
+            )
             outputs["runOnEveryNodeCommand"] = self.run_everywhere_command
+            outputs["ncclTestCommand"] = self.nccl_test_command
         else:
             self.private_ips = self.nodes.private_ips
             self.ssm_commands = self.nodes.instance_ids.apply(

@@ -65,3 +65,13 @@ def efa_interface_count(slots: tuple[NicSlot, ...]) -> int:
 
 def ip_addresses_per_node(slots: tuple[NicSlot, ...]) -> int:
     return sum(slot.has_ip_address for slot in slots)
+
+
+def node_network_gbps(facts: InstanceFacts, efa: bool) -> float:
+    """Inter-node bandwidth of one node: the EFA cards' baseline together, else card 0's."""
+    slots = nic_layout(facts, efa and facts.efa_supported)
+    cards = {s.network_card_index for s in slots if s.is_efa}
+    by_index = {card.index: card for card in facts.network_cards}
+    if cards:
+        return sum(by_index[i].baseline_bandwidth_gbps for i in cards)
+    return by_index[0].baseline_bandwidth_gbps if by_index else 0.0

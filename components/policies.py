@@ -106,11 +106,13 @@ def ec2_assume_role_policy() -> dict[str, Any]:
     }
 
 
-def node_access_policy(bucket_arn: str, key_arns: list[str]) -> dict[str, Any]:
+def node_access_policy(
+    bucket_arn: str, key_arns: list[str], cluster: str | None = None
+) -> dict[str, Any]:
     """Least privilege for a node: read/write the cluster bucket, use its key(s), and list
     the cluster's instances and their group's size (for the node list; Describe* calls have no
     resource scope)."""
-    return {
+    policy: dict[str, Any] = {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -149,6 +151,41 @@ def node_access_policy(bucket_arn: str, key_arns: list[str]) -> dict[str, Any]:
             },
         ],
     }
+    if cluster:
+        policy["Statement"] += health_reporting_statements(cluster)
+    return policy
+
+
+def health_reporting_statements(cluster: str) -> list[dict[str, Any]]:
+    """A node reports its health check: its own health tag, a metric in the gpu-cluster
+    namespace, and Unhealthy for an instance of its cluster's group (both scoped by tag)."""
+    own_cluster = {"StringEquals": {"aws:ResourceTag/gpu-cluster:name": cluster}}
+    return [
+        {
+            "Sid": "TagOwnHealth",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": "arn:*:ec2:*:*:instance/*",
+            "Condition": {
+                **own_cluster,
+                "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-cluster:health"]},
+            },
+        },
+        {
+            "Sid": "PublishHealthMetric",
+            "Effect": "Allow",
+            "Action": "cloudwatch:PutMetricData",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"cloudwatch:namespace": "gpu-cluster"}},
+        },
+        {
+            "Sid": "MarkOwnGroupInstancesUnhealthy",
+            "Effect": "Allow",
+            "Action": "autoscaling:SetInstanceHealth",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"autoscaling:ResourceTag/gpu-cluster:name": cluster}},
+        },
+    ]
 
 
 def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:

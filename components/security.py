@@ -23,6 +23,7 @@ class ClusterSecurityArgs:
     protect_key: bool = True
     autoscaling: bool = False  # nodes launched by an Auto Scaling group
     scope: str = ""  # see naming.unique_name
+    cluster: str | None = None  # the cluster tag value nodes report their health under
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -75,7 +76,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             opts=child,
         )
         access = pulumi.Output.all(args.data_bucket_arn, self.key.arn, *args.extra_key_arns).apply(
-            lambda values: json.dumps(node_access_policy(values[0], list(values[1:])))
+            lambda values: json.dumps(node_access_policy(values[0], list(values[1:]), args.cluster))
         )
         access_policy = aws.iam.RolePolicy(
             child_name(name, "node-access"), role=self.role.id, policy=access, opts=child

@@ -33,6 +33,8 @@ class BootConfig:
     efa_interfaces: int
     bucket: str
     spot: bool = False
+    nvswitch: bool = False  # the GPUs hang off NVSwitch: the fabric manager must run
+    expected_busbw_gbytes: float = 0.0  # all-reduce bus bandwidth the network allows
 
 
 @cache
@@ -63,6 +65,10 @@ def render_user_data(boot: BootConfig) -> str:
             "DATA_BUCKET": shlex.quote(boot.bucket),
             "SCRATCH": shlex.quote(SCRATCH_MOUNT),
             "SPOT": "true" if boot.spot else "false",
+            "NVSWITCH": "true" if boot.nvswitch else "false",
+            "EXPECTED_BUSBW": f"{boot.expected_busbw_gbytes:g}",
+            "HEALTH_SCRIPT": boot_script("gpu-cluster-health.sh").rstrip("\n"),
+            "ALLREDUCE_BENCH": boot_script("allreduce_bench.py").rstrip("\n"),
             "NODES_SCRIPT": fill(boot_script("gpu-cluster-nodes.sh"), constants).rstrip("\n"),
             "TORCHRUN_SCRIPT": boot_script("gpuc-torchrun.sh").rstrip("\n"),
             "SPOT_WATCH_SCRIPT": boot_script("gpu-cluster-spot-watch.sh").rstrip("\n"),
@@ -76,9 +82,14 @@ def torchrun_command(script: str = "train.py") -> str:
     return f"{TORCHRUN_WRAPPER} {script}"
 
 
-def run_on_every_node_command(region: str, target_key: str, target_value: str) -> str:
+ALLREDUCE_BENCH_PATH = "/usr/local/lib/gpu-cluster/allreduce_bench.py"
+
+
+def run_on_every_node_command(
+    region: str, target_key: str, target_value: str, script: str = "train.py"
+) -> str:
     """An SSM Run Command that starts the job on every node of a group at once."""
-    command = f"cd /home/ubuntu && sudo -u ubuntu {torchrun_command()}"
+    command = f"cd /home/ubuntu && sudo -u ubuntu {torchrun_command(script)}"
     return (
         f"aws ssm send-command --region {region} --document-name AWS-RunShellScript "
         f"--targets Key=tag:{target_key},Values={target_value} "

@@ -96,12 +96,15 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("purchaseOption", spec.purchase_option)
     pulumi.export("totalGpus", cluster.total_gpus)
     pulumi.export("efaInterfacesPerNode", cluster.efa_interfaces_per_node)
+    pulumi.export("expectedBusBandwidthGBps", cluster.expected_busbw_gbytes)
+    pulumi.export("healthCheck", "instance tag gpu-cluster:health, metric gpu-cluster/NodeHealthy")
     pulumi.export("amiId", cluster.ami.image_id)
     pulumi.export("amiName", cluster.ami.name)
     if cluster.node_group_name is not None:
         pulumi.export("nodeGroupName", cluster.node_group_name)
         pulumi.export("listNodesCommand", cluster.list_nodes_command)
         pulumi.export("runOnEveryNodeCommand", cluster.run_everywhere_command)
+        pulumi.export("ncclTestCommand", cluster.nccl_test_command)
     else:
         pulumi.export("nodePrivateIps", cluster.private_ips)
         pulumi.export("instanceIds", cluster.nodes.instance_ids)

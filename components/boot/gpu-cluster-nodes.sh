@@ -60,6 +60,7 @@ MASTER_ADDR=$(awk '$1 == 0 {print $2}' "$ETC/nodes")
   echo "RDZV_ID=$CLUSTER"
   echo "DATA_BUCKET=$DATA_BUCKET"
   echo "SCRATCH=$SCRATCH"
+  echo "GPUC_EXPECTED_BUSBW_GBPS=$EXPECTED_BUSBW_GBPS"
   # EFA: libfabric >= 1.18 and aws-ofi-nccl >= 1.7 (on every current Deep Learning AMI) turn
   # on RDMA read where the device has it; FI_EFA_USE_DEVICE_RDMA=1 on a device without it
   # (g4dn, g5, g6) aborts the job, so it is never set.

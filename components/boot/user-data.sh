@@ -11,6 +11,8 @@ EFA_INTERFACES={{EFA_INTERFACES}}
 DATA_BUCKET={{DATA_BUCKET}}
 SCRATCH={{SCRATCH}}
 SPOT={{SPOT}}
+NVSWITCH={{NVSWITCH}}
+EXPECTED_BUSBW_GBPS={{EXPECTED_BUSBW}}
 ENV
 . /etc/gpu-cluster/cluster.env
 
@@ -35,7 +37,31 @@ systemctl daemon-reload
 systemctl enable gpu-cluster-scratch.service
 systemctl start gpu-cluster-scratch.service || echo "gpu-cluster: scratch setup failed" >&2
 
-# 2. The node list and torchrun environment, rebuilt from EC2 as nodes come and go.
+# 2. Health check at every boot: EFA devices, GPUs and ECC, NVSwitch fabric manager.
+cat > /usr/local/sbin/gpu-cluster-health <<'SCRIPT'
+{{HEALTH_SCRIPT}}
+SCRIPT
+chmod 755 /usr/local/sbin/gpu-cluster-health
+mkdir -p /usr/local/lib/gpu-cluster
+cat > /usr/local/lib/gpu-cluster/allreduce_bench.py <<'SCRIPT'
+{{ALLREDUCE_BENCH}}
+SCRIPT
+cat > /etc/systemd/system/gpu-cluster-health.service <<'UNIT'
+[Unit]
+Description=gpu-cluster: node health check
+After=gpu-cluster-scratch.service nvidia-fabricmanager.service network-online.target
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/gpu-cluster-health
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable gpu-cluster-health.service
+systemctl start gpu-cluster-health.service || echo "gpu-cluster: node failed its health check" >&2
+
+# 3. The node list and torchrun environment, rebuilt from EC2 as nodes come and go.
 cat > /usr/local/sbin/gpu-cluster-nodes <<'SCRIPT'
 {{NODES_SCRIPT}}
 SCRIPT
@@ -68,7 +94,7 @@ OnUnitActiveSec=2min
 WantedBy=timers.target
 UNIT
 
-# 3. Spot nodes: watch for the interruption notice and the rebalance recommendation.
+# 4. Spot nodes: watch for the interruption notice and the rebalance recommendation.
 if [ "$SPOT" = "true" ]; then
   cat > /usr/local/sbin/gpu-cluster-spot-watch <<'SCRIPT'
 {{SPOT_WATCH_SCRIPT}}

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from components.catalog import InstanceFacts
-from components.nic_layout import nic_layout
+from components.nic_layout import node_network_gbps
 
 THROUGHPUT_PATH = Path(__file__).resolve().parent.parent / "data" / "throughput.json"
 GRADIENT_BYTES = {"bf16": 2, "fp32": 4}
@@ -33,16 +33,6 @@ def ring_allreduce_seconds(gradient_bytes: float, nodes: int, gbps: float) -> fl
 
 def transfer_seconds(size_bytes: float, bytes_per_second: float) -> float:
     return size_bytes / bytes_per_second
-
-
-def node_network_gbps(facts: InstanceFacts, efa: bool) -> float:
-    """Inter-node bandwidth of one node: the EFA cards' baseline together, else card 0's."""
-    slots = nic_layout(facts, efa and facts.efa_supported)
-    cards = {s.network_card_index for s in slots if s.is_efa}
-    by_index = {card.index: card for card in facts.network_cards}
-    if cards:
-        return sum(by_index[i].baseline_bandwidth_gbps for i in cards)
-    return by_index[0].baseline_bandwidth_gbps if by_index else 0.0
 
 
 def nvme_read_bytes_per_second(facts: InstanceFacts) -> tuple[float, str]:
