@@ -17,6 +17,7 @@ from components.naming import CLUSTER_TAG
 
 BOOT_DIR = Path(__file__).parent / "boot"
 SCRATCH_MOUNT = "/mnt/nvme"
+DATA_MOUNT = "/mnt/data"
 NODE_LIST_PATH = "/etc/gpu-cluster/nodes"
 TORCHRUN_ENV_PATH = "/etc/gpu-cluster/torchrun.env"
 RENDEZVOUS_PORT = 29500
@@ -64,6 +65,8 @@ def render_user_data(boot: BootConfig) -> str:
             "EFA_INTERFACES": str(boot.efa_interfaces),
             "DATA_BUCKET": shlex.quote(boot.bucket),
             "SCRATCH": shlex.quote(SCRATCH_MOUNT),
+            "DATA_MOUNT": shlex.quote(DATA_MOUNT),
+            "DATA_SCRIPT": boot_script("gpu-cluster-data.sh").rstrip("\n"),
             "SPOT": "true" if boot.spot else "false",
             "NVSWITCH": "true" if boot.nvswitch else "false",
             "EXPECTED_BUSBW": f"{boot.expected_busbw_gbytes:g}",

@@ -14,6 +14,7 @@ from components.launch_template import RootVolume
 from components.naming import cluster_tags
 from components.purchase import CapacityBlock, CapacityReservation, Spot
 from components.quotas import quotas_needed
+from components.user_data import DATA_MOUNT, SCRATCH_MOUNT
 from infra.config import load_from_pulumi
 from infra.cost.model import estimate_cluster, is_gpu_line
 from infra.errors import AwsError, ConfigError, Problem
@@ -46,6 +47,17 @@ def storage_args(spec: ResolvedCluster) -> StorageArgs:
     account = aws.get_caller_identity_output().account_id
     return StorageArgs(
         bucket_name=storage.bucket or data_bucket_name(spec.name, account, spec.region), create=True
+    )
+
+
+def node_storage(spec: ResolvedCluster) -> str:
+    facts = spec.facts
+    if not facts.nvme_disk_count:
+        return f"no instance store: {SCRATCH_MOUNT} is on the root volume"
+    layout = "RAID0" if facts.nvme_disk_count > 1 else "one disk"
+    return (
+        f"{facts.nvme_disk_count} x {facts.nvme_disk_size_gb} GB NVMe ({layout}, or the Deep "
+        f"Learning AMI's own volume) at {SCRATCH_MOUNT}"
     )
 
 
@@ -98,6 +110,16 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("efaInterfacesPerNode", cluster.efa_interfaces_per_node)
     pulumi.export("expectedBusBandwidthGBps", cluster.expected_busbw_gbytes)
     pulumi.export("healthCheck", "instance tag gpu-cluster:health, metric gpu-cluster/NodeHealthy")
+    pulumi.export("nodeStorage", node_storage(spec))
+    pulumi.export(
+        "dataPath",
+        cluster.bucket_name.apply(
+            lambda bucket: (
+                f"s3://{bucket} read-only at {DATA_MOUNT} (Mountpoint for Amazon S3, "
+                f"read cache on {SCRATCH_MOUNT})"
+            )
+        ),
+    )
     pulumi.export("amiId", cluster.ami.image_id)
     pulumi.export("amiName", cluster.ami.name)
     if cluster.node_group_name is not None:

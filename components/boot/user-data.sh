@@ -10,6 +10,7 @@ NVME_DISKS={{NVME_DISKS}}
 EFA_INTERFACES={{EFA_INTERFACES}}
 DATA_BUCKET={{DATA_BUCKET}}
 SCRATCH={{SCRATCH}}
+DATA_MOUNT={{DATA_MOUNT}}
 SPOT={{SPOT}}
 NVSWITCH={{NVSWITCH}}
 EXPECTED_BUSBW_GBPS={{EXPECTED_BUSBW}}
@@ -37,7 +38,28 @@ systemctl daemon-reload
 systemctl enable gpu-cluster-scratch.service
 systemctl start gpu-cluster-scratch.service || echo "gpu-cluster: scratch setup failed" >&2
 
-# 2. Health check at every boot: EFA devices, GPUs and ECC, NVSwitch fabric manager.
+# 2. The data bucket at $DATA_MOUNT (Mountpoint for Amazon S3, cache on NVMe), every boot.
+cat > /usr/local/sbin/gpu-cluster-data <<'SCRIPT'
+{{DATA_SCRIPT}}
+SCRIPT
+chmod 755 /usr/local/sbin/gpu-cluster-data
+cat > /etc/systemd/system/gpu-cluster-data.service <<'UNIT'
+[Unit]
+Description=gpu-cluster: data bucket mount
+After=gpu-cluster-scratch.service network-online.target
+Wants=network-online.target
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/gpu-cluster-data
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable gpu-cluster-data.service
+systemctl start gpu-cluster-data.service || echo "gpu-cluster: data mount failed" >&2
+
+# 3. Health check at every boot: EFA devices, GPUs and ECC, NVSwitch fabric manager.
 cat > /usr/local/sbin/gpu-cluster-health <<'SCRIPT'
 {{HEALTH_SCRIPT}}
 SCRIPT
@@ -61,7 +83,7 @@ systemctl daemon-reload
 systemctl enable gpu-cluster-health.service
 systemctl start gpu-cluster-health.service || echo "gpu-cluster: node failed its health check" >&2
 
-# 3. The node list and torchrun environment, rebuilt from EC2 as nodes come and go.
+# 4. The node list and torchrun environment, rebuilt from EC2 as nodes come and go.
 cat > /usr/local/sbin/gpu-cluster-nodes <<'SCRIPT'
 {{NODES_SCRIPT}}
 SCRIPT
@@ -94,7 +116,7 @@ OnUnitActiveSec=2min
 WantedBy=timers.target
 UNIT
 
-# 4. Spot nodes: watch for the interruption notice and the rebalance recommendation.
+# 5. Spot nodes: watch for the interruption notice and the rebalance recommendation.
 if [ "$SPOT" = "true" ]; then
   cat > /usr/local/sbin/gpu-cluster-spot-watch <<'SCRIPT'
 {{SPOT_WATCH_SCRIPT}}

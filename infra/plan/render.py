@@ -104,6 +104,15 @@ def text_tree(plan: Plan) -> str:
             f"   GPUs: {outputs['totalGpus']}"
             f"   EFA interfaces per node: {outputs['efaInterfacesPerNode']}"
         )
+    if "nodeStorage" in outputs:
+        lines.append(f"Per node: NVMe scratch {outputs['nodeStorage']}")
+        lines.append(f"Data: {outputs['dataPath']}")
+        lines.append(f"Health check at boot: {outputs['healthCheck']}")
+    if "ncclTestCommand" in outputs:
+        lines.append(
+            "NCCL test: `pulumi stack output ncclTestCommand` (all-reduce bus bandwidth; the "
+            f"network allows ~{outputs['expectedBusBandwidthGBps']:g} GB/s)"
+        )
     if "purchaseOption" in outputs:
         lines.append(f"Purchase option: {outputs['purchaseOption']}")
     for quota, vcpus in outputs.get("vcpuQuotasNeeded", {}).items():
