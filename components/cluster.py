@@ -12,6 +12,7 @@ from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.datastore import DataStore, DataStoreArgs
 from components.launch_template import RootVolume
+from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
@@ -50,6 +51,7 @@ class GpuClusterArgs:
     ami_ssm_parameter: str | None = None
     ami_id: str | None = None
     ami_release: str | None = None  # a Deep Learning AMI release; "latest" follows SSM
+    fsx: LustreSize | None = None  # FSx for Lustre linked to the data bucket
     root_volume: RootVolume = field(default_factory=RootVolume)
     nat_gateway: bool = True
     public_ip: bool = False
@@ -155,6 +157,24 @@ class GpuCluster(pulumi.ComponentResource):
             ),
             invoke,
         )
+        self.lustre = None
+        lustre_target: pulumi.Input[str] = ""
+        if args.fsx is not None:
+            self.lustre = ClusterLustre(
+                child_name(name, "lustre"),
+                ClusterLustreArgs(
+                    vpc_id=self.network.vpc.id,
+                    subnet_id=self.network.node_subnet.id,
+                    node_security_group_id=self.network.node_security_group.id,
+                    kms_key_arn=self.security.key.arn,
+                    bucket_name=bucket_name,
+                    storage_capacity_gib=args.fsx.storage_capacity_gib,
+                    throughput_per_tib=args.fsx.throughput_per_tib,
+                    tags=args.tags,
+                ),
+                child,
+            )
+            lustre_target = self.lustre.mount_target
         gpus_per_node = args.facts.gpu_count
         # all-reduce across nodes cannot beat the node's network (nccl-tests' busbw, GB/s)
         self.expected_busbw_gbytes = node_network_gbps(args.facts, args.efa) / 8
@@ -171,18 +191,19 @@ class GpuCluster(pulumi.ComponentResource):
                 security_group_id=self.network.node_security_group.id,
                 instance_profile_arn=self.security.instance_profile.arn,
                 kms_key_arn=self.security.key.arn,
-                user_data=pulumi.Output.from_input(bucket_name).apply(
-                    lambda bucket: render_user_data(
+                user_data=pulumi.Output.all(bucket_name, lustre_target).apply(
+                    lambda values: render_user_data(
                         BootConfig(
                             cluster=name,
                             region=args.region,
                             gpus_per_node=gpus_per_node,
                             nvme_disk_count=args.facts.nvme_disk_count,
                             efa_interfaces=efa_interfaces,
-                            bucket=bucket,
+                            bucket=values[0],
                             spot=isinstance(args.purchase, Spot),
                             nvswitch=has_nvswitch(args.facts.instance_type),
                             expected_busbw_gbytes=self.expected_busbw_gbytes,
+                            lustre_target=values[1],
                         )
                     )
                 ),
@@ -194,6 +215,7 @@ class GpuCluster(pulumi.ComponentResource):
                 boot_dependencies=[
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,
+                    *([self.lustre] if self.lustre else []),
                 ],
                 scope=args.scope,
                 root_volume=args.root_volume,
@@ -236,6 +258,8 @@ class GpuCluster(pulumi.ComponentResource):
                 lambda ids: [ssm_session_command(i, args.region) for i in ids]
             )
             outputs |= {"nodePrivateIps": self.private_ips, "instanceIds": self.nodes.instance_ids}
+        if self.lustre is not None:
+            outputs["lustreMountTarget"] = self.lustre.mount_target
         outputs["ssmSessionCommands"] = self.ssm_commands
         outputs["torchrunCommand"] = self.job_command
         self.register_outputs(outputs)

@@ -50,6 +50,27 @@ def kms_key_policy(
             },
         ],
     }
+    # FSx for Lustre reads and writes the bucket through a service-linked role per file system
+    # (AWSServiceRoleForFSxS3Access_fs-...), which has no KMS permission of its own.
+    policy["Statement"].append(
+        {
+            "Sid": "AllowFsxLustreDataRepositories",
+            "Effect": "Allow",
+            "Principal": {"AWS": "*"},
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey*", "kms:DescribeKey"],
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": {
+                    "kms:CallerAccount": account_id,
+                    "kms:ViaService": f"s3.{region}.amazonaws.com",
+                },
+                "ArnLike": {
+                    "aws:PrincipalArn": f"arn:{partition}:iam::{account_id}:role/aws-service-role/"
+                    "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+                },
+            },
+        }
+    )
     if autoscaling_role_arn:
         policy["Statement"] += [
             {

@@ -18,6 +18,7 @@ from components.naming import CLUSTER_TAG
 BOOT_DIR = Path(__file__).parent / "boot"
 SCRATCH_MOUNT = "/mnt/nvme"
 DATA_MOUNT = "/mnt/data"
+LUSTRE_MOUNT = "/fsx"
 NODE_LIST_PATH = "/etc/gpu-cluster/nodes"
 TORCHRUN_ENV_PATH = "/etc/gpu-cluster/torchrun.env"
 RENDEZVOUS_PORT = 29500
@@ -36,6 +37,7 @@ class BootConfig:
     spot: bool = False
     nvswitch: bool = False  # the GPUs hang off NVSwitch: the fabric manager must run
     expected_busbw_gbytes: float = 0.0  # all-reduce bus bandwidth the network allows
+    lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
 
 
 @cache
@@ -67,6 +69,9 @@ def render_user_data(boot: BootConfig) -> str:
             "SCRATCH": shlex.quote(SCRATCH_MOUNT),
             "DATA_MOUNT": shlex.quote(DATA_MOUNT),
             "DATA_SCRIPT": boot_script("gpu-cluster-data.sh").rstrip("\n"),
+            "LUSTRE_MOUNT": shlex.quote(LUSTRE_MOUNT),
+            "LUSTRE_TARGET": shlex.quote(boot.lustre_target),
+            "LUSTRE_SCRIPT": boot_script("gpu-cluster-lustre.sh").rstrip("\n"),
             "SPOT": "true" if boot.spot else "false",
             "NVSWITCH": "true" if boot.nvswitch else "false",
             "EXPECTED_BUSBW": f"{boot.expected_busbw_gbytes:g}",

@@ -11,10 +11,11 @@ from components.catalog import load_catalog
 from components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
 from components.data_vault import DataVault, DataVaultArgs
 from components.launch_template import RootVolume
+from components.lustre import LustreSize
 from components.naming import cluster_tags
 from components.purchase import CapacityBlock, CapacityReservation, Spot
 from components.quotas import quotas_needed
-from components.user_data import DATA_MOUNT, SCRATCH_MOUNT
+from components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
 from infra.config import load_from_pulumi
 from infra.cost.model import estimate_cluster, is_gpu_line
 from infra.errors import AwsError, ConfigError, Problem
@@ -92,6 +93,11 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             ami_ssm_parameter=spec.ami.ssm_parameter,
             ami_id=spec.ami.id,
             ami_release=spec.ami.release,
+            fsx=(
+                LustreSize(spec.fsx.storage_capacity_gib, spec.fsx.throughput_per_tib)
+                if spec.fsx
+                else None
+            ),
             root_volume=RootVolume(
                 size_gib=spec.root_volume.size_gib,
                 iops=spec.root_volume.iops,
@@ -111,6 +117,13 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("expectedBusBandwidthGBps", cluster.expected_busbw_gbytes)
     pulumi.export("healthCheck", "instance tag gpu-cluster:health, metric gpu-cluster/NodeHealthy")
     pulumi.export("nodeStorage", node_storage(spec))
+    if cluster.lustre is not None:
+        pulumi.export(
+            "lustre",
+            cluster.lustre.mount_target.apply(
+                lambda target: f"{target} at {LUSTRE_MOUNT} (the bucket under {LUSTRE_MOUNT}/data)"
+            ),
+        )
     pulumi.export(
         "dataPath",
         cluster.bucket_name.apply(

@@ -55,6 +55,14 @@ class StorageSpec(StrictModel):
     kms_key_arn: str | None = None
 
 
+class FsxSpec(StrictModel):
+    """FSx for Lustre linked to the data bucket (set to turn it on)."""
+
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = "PERSISTENT_2"
+    storage_capacity_gib: ConfigInt = Field(1200, ge=1200, le=2_073_600)
+    throughput_per_tib: ConfigInt = 250  # MB/s per TiB: 125, 250, 500 or 1000
+
+
 class AmiSpec(StrictModel):
     id: str | None = None
     ssm_parameter: str | None = None
@@ -108,9 +116,10 @@ class StackSpec(StrictModel):
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     ami: AmiSpec = Field(default_factory=AmiSpec)
+    fsx: FsxSpec | None = None
     tags: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("spot", "capacity_reservation", "capacity_block", mode="before")
+    @field_validator("spot", "capacity_reservation", "capacity_block", "fsx", mode="before")
     @classmethod
     def settings_are_objects(cls, value: Any) -> Any:
         """Unset means not given; an explicit null is a mistake like any other non-mapping."""
@@ -129,6 +138,7 @@ OBJECT_KEYS = frozenset(
         "spot",
         "capacityReservation",
         "capacityBlock",
+        "fsx",
     }
 )
 CONFIG_KEYS = frozenset(

@@ -372,7 +372,11 @@ def test_a_plain_instance_needs_no_autoscaling_role():
     sids = {
         s["Sid"] for s in json.loads(plan.named("dev-security-key").inputs["policy"])["Statement"]
     }
-    assert sids == {"EnableIamPolicies", "AllowCloudWatchLogsForThisAccount"}
+    assert sids == {
+        "EnableIamPolicies",
+        "AllowCloudWatchLogsForThisAccount",
+        "AllowFsxLustreDataRepositories",
+    }
 
 
 def test_buying_nodes_another_way_replaces_them_but_spot_settings_apply_in_place(train_plan):

@@ -11,6 +11,8 @@ EFA_INTERFACES={{EFA_INTERFACES}}
 DATA_BUCKET={{DATA_BUCKET}}
 SCRATCH={{SCRATCH}}
 DATA_MOUNT={{DATA_MOUNT}}
+LUSTRE_MOUNT={{LUSTRE_MOUNT}}
+LUSTRE_TARGET={{LUSTRE_TARGET}}
 SPOT={{SPOT}}
 NVSWITCH={{NVSWITCH}}
 EXPECTED_BUSBW_GBPS={{EXPECTED_BUSBW}}
@@ -58,6 +60,29 @@ UNIT
 systemctl daemon-reload
 systemctl enable gpu-cluster-data.service
 systemctl start gpu-cluster-data.service || echo "gpu-cluster: data mount failed" >&2
+
+# 2b. FSx for Lustre at $LUSTRE_MOUNT when the cluster has one.
+if [ -n "$LUSTRE_TARGET" ]; then
+  cat > /usr/local/sbin/gpu-cluster-lustre <<'SCRIPT'
+{{LUSTRE_SCRIPT}}
+SCRIPT
+  chmod 755 /usr/local/sbin/gpu-cluster-lustre
+  cat > /etc/systemd/system/gpu-cluster-lustre.service <<'UNIT'
+[Unit]
+Description=gpu-cluster: FSx for Lustre mount
+After=network-online.target
+Wants=network-online.target
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/gpu-cluster-lustre
+[Install]
+WantedBy=multi-user.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable gpu-cluster-lustre.service
+  systemctl start gpu-cluster-lustre.service || echo "gpu-cluster: Lustre mount failed" >&2
+fi
 
 # 3. Health check at every boot: EFA devices, GPUs and ECC, NVSwitch fabric manager.
 cat > /usr/local/sbin/gpu-cluster-health <<'SCRIPT'

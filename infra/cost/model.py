@@ -246,6 +246,18 @@ def kms_line(keys: int, unit: UnitPrices) -> CostLine:
     )
 
 
+def fsx_line(size_gib: int, throughput: int, unit: UnitPrices) -> CostLine:
+    per_gb = unit["fsx_lustre_persistent2_gb_month"][str(throughput)]
+    return CostLine(
+        "FSx for Lustre (PERSISTENT_2)",
+        f"{size_gib} GiB at {throughput} MB/s/TiB x ${per_gb}/GB-month (exists while the stack "
+        "does; data flows back to the bucket)",
+        size_gib * per_gb / unit.hours_per_month,
+        True,
+        unit.label,
+    )
+
+
 def s3_line(usage: Usage, unit: UnitPrices) -> CostLine:
     size = usage.dataset_gb if usage.dataset_gb is not None else unit.dataset_gb
     return CostLine(
@@ -270,6 +282,8 @@ def estimate_cluster(
     lines = [*gpu_lines(spec, prices, catalog), root_volume_line(spec, unit)]
     lines += network_lines(spec, unit, usage)
     lines.append(kms_line(1, unit))
+    if spec.fsx is not None:
+        lines.append(fsx_line(spec.fsx.storage_capacity_gib, spec.fsx.throughput_per_tib, unit))
     if spec.storage.source == "create":  # the bucket is this stack's; else the data stack's
         lines.append(s3_line(usage, unit))
     return Estimate(tuple(lines), usage, prices.label, unit.label)

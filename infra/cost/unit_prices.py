@@ -15,7 +15,7 @@ UNIT_PRICES_PATH = Path(__file__).resolve().parent.parent / "data" / "aws_unit_p
 @dataclass(frozen=True)
 class UnitPrices:
     region: str
-    prices: dict[str, float]
+    prices: dict
     from_region: str  # the region whose figures were used (the default when none is bundled)
     hours_per_month: int
     savings_plan_1y: float
@@ -25,7 +25,7 @@ class UnitPrices:
     source: str
     date: str
 
-    def __getitem__(self, name: str) -> float:
+    def __getitem__(self, name: str):
         return self.prices[name]
 
     @property

@@ -91,6 +91,13 @@ class PlanMocks(pulumi.runtime.Mocks):
             )
             physical = self.arn("iam", f"role/aws-service-role/{service}/{role}", regional=False)
             state.update(arn=physical, name=role)
+        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            physical = f"fs-{_digest(typ, name)}"
+            state.update(
+                dnsName=f"{physical}.fsx.{self.region}.amazonaws.com",
+                mountName=_digest(name, length=8),
+                arn=self.arn("fsx", f"file-system/{physical}"),
+            )
         elif typ == "aws:cloudwatch/eventRule:EventRule":
             state.update(
                 name=inputs.get("name") or physical, arn=self.arn("events", f"rule/{physical}")

@@ -107,6 +107,8 @@ def text_tree(plan: Plan) -> str:
     if "nodeStorage" in outputs:
         lines.append(f"Per node: NVMe scratch {outputs['nodeStorage']}")
         lines.append(f"Data: {outputs['dataPath']}")
+        if "lustre" in outputs:
+            lines.append(f"FSx for Lustre: {outputs['lustre']}")
         lines.append(f"Health check at boot: {outputs['healthCheck']}")
     if "ncclTestCommand" in outputs:
         lines.append(

@@ -29,6 +29,7 @@ COMPUTE_KEYS = (
     "rootVolume",
     "network",
     "ami",
+    "fsx",
 )
 
 

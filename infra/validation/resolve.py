@@ -15,6 +15,7 @@ from infra.cost.gpu_prices import on_demand_hourly
 from infra.errors import Problem
 from infra.spec import (
     AmiSpec,
+    FsxSpec,
     NetworkSpec,
     RootVolumeSpec,
     StackSpec,
@@ -31,7 +32,7 @@ from infra.validation.compute import (
 from infra.validation.names import check_data_stack, check_name, check_region, check_tags
 from infra.validation.network import check_network
 from infra.validation.purchase import check_purchase
-from infra.validation.storage import check_storage
+from infra.validation.storage import check_fsx, check_storage
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class ResolvedCluster:
     ami: AmiSpec
     tags: dict[str, str]
     hourly_usd: float | None
+    fsx: FsxSpec | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -79,6 +81,7 @@ def resolve(
     problems += check_region(spec, catalog)
     problems += check_tags(spec.tags)
     problems += check_storage(spec.storage, spec.role)
+    problems += check_fsx(spec.fsx) if spec.role == "cluster" else []
     if spec.role == "data":
         problems += check_data_stack(spec)
         if problems:
@@ -125,6 +128,7 @@ def resolve(
             ami=spec.ami,
             tags=dict(spec.tags),
             hourly_usd=on_demand_hourly(spec.region, facts.instance_type),
+            fsx=spec.fsx,
         ),
         [],
     )

@@ -6,6 +6,7 @@ import re
 
 from infra.errors import NOT_SET, Problem
 from infra.spec import (
+    FsxSpec,
     StorageSpec,
 )
 from infra.validation.common import key
@@ -13,6 +14,52 @@ from infra.validation.common import key
 BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*--ol-s3$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}\Z")
 STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,2}\Z")
+
+
+FSX_THROUGHPUTS = (125, 250, 500, 1000)  # PERSISTENT_2, MB/s per TiB of storage
+FSX_FIRST_GIB, FSX_STEP_GIB = 1200, 2400
+
+
+def check_fsx(fsx: FsxSpec | None) -> list[Problem]:
+    """FSx for Lustre as AWS sizes it, encrypted with the cluster key (PERSISTENT_2 only)."""
+    if fsx is None:
+        return []
+    problems = []
+    if fsx.deployment_type != "PERSISTENT_2":
+        problems.append(
+            Problem(
+                path=key("fsx.deploymentType"),
+                received=fsx.deployment_type,
+                problem="SCRATCH_2 file systems are encrypted with a key AWS owns; the cluster's "
+                "KMS key needs PERSISTENT_2",
+                allowed="PERSISTENT_2",
+                fix="pulumi config set --path fsx.deploymentType PERSISTENT_2",
+            )
+        )
+    size = fsx.storage_capacity_gib
+    if size != FSX_FIRST_GIB and size % FSX_STEP_GIB:
+        nearest = max(FSX_STEP_GIB, round(size / FSX_STEP_GIB) * FSX_STEP_GIB)
+        problems.append(
+            Problem(
+                path=key("fsx.storageCapacityGib"),
+                received=size,
+                problem="FSx for Lustre (PERSISTENT_2, SSD) comes in 1200 GiB or multiples of "
+                "2400 GiB",
+                allowed="1200, 2400, 4800, 7200, ...",
+                fix=f"pulumi config set --path fsx.storageCapacityGib {nearest}",
+            )
+        )
+    if fsx.throughput_per_tib not in FSX_THROUGHPUTS:
+        problems.append(
+            Problem(
+                path=key("fsx.throughputPerTib"),
+                received=fsx.throughput_per_tib,
+                problem="not a PERSISTENT_2 throughput tier",
+                allowed=", ".join(str(t) for t in FSX_THROUGHPUTS) + " (MB/s per TiB)",
+                fix="pulumi config set --path fsx.throughputPerTib 250",
+            )
+        )
+    return problems
 
 
 def check_storage(storage: StorageSpec, role: str) -> list[Problem]:

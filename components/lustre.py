@@ -1,0 +1,122 @@
+"""ClusterLustre: an FSx for Lustre file system in the node subnet, encrypted with the cluster
+key, its /data folder linked to the data bucket (data repository association), and the
+security-group rules Lustre clients need (TCP 988 and 1018-1023, AWS's documented ports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.naming import child_name
+
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+LUSTRE_VERSION = "2.15"
+DATA_FOLDER = "/data"
+AUTO_IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
+# Files written under /data (checkpoints) go back to the bucket, so destroying the file system
+# loses nothing; deleting a file on Lustre never deletes it in S3.
+AUTO_EXPORT_EVENTS = ["NEW", "CHANGED"]
+
+
+@dataclass(frozen=True)
+class LustreSize:
+    storage_capacity_gib: int = 1200
+    throughput_per_tib: int = 250  # MB/s per TiB
+
+
+@dataclass
+class ClusterLustreArgs:
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    node_security_group_id: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str]
+    bucket_name: pulumi.Input[str]
+    storage_capacity_gib: int = 1200
+    throughput_per_tib: int = 250
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def mount_target(dns_name: str, mount_name: str) -> str:
+    """What `mount -t lustre` takes: <dns name>@tcp:/<mount name>."""
+    return f"{dns_name}@tcp:/{mount_name}"
+
+
+class ClusterLustre(pulumi.ComponentResource):
+    file_system: aws.fsx.LustreFileSystem
+
+    def __init__(
+        self, name: str, args: ClusterLustreArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:storage:ClusterLustre", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        group = aws.ec2.SecurityGroup(
+            child_name(name, "sg"),
+            vpc_id=args.vpc_id,
+            description="gpu-cluster FSx for Lustre: Lustre traffic from the nodes and itself",
+            tags=args.tags,
+            opts=child,
+        )
+        self.rules: list[pulumi.Resource] = []
+        for low, high in LUSTRE_PORTS:
+            for source, role in ((args.node_security_group_id, "nodes"), (group.id, "self")):
+                self.rules.append(
+                    aws.vpc.SecurityGroupIngressRule(
+                        child_name(name, f"{role}-in-{low}"),
+                        security_group_id=group.id,
+                        referenced_security_group_id=source,
+                        ip_protocol="tcp",
+                        from_port=low,
+                        to_port=high,
+                        description=f"Lustre {low}-{high} from the {role}",
+                        opts=child,
+                    )
+                )
+            for owner, target, role in (
+                (args.node_security_group_id, group.id, "nodes-out"),
+                (group.id, group.id, "self-out"),
+            ):
+                self.rules.append(
+                    aws.vpc.SecurityGroupEgressRule(
+                        child_name(name, f"{role}-{low}"),
+                        security_group_id=owner,
+                        referenced_security_group_id=target,
+                        ip_protocol="tcp",
+                        from_port=low,
+                        to_port=high,
+                        description=f"Lustre {low}-{high} to the file system",
+                        opts=child,
+                    )
+                )
+        self.file_system = aws.fsx.LustreFileSystem(
+            child_name(name, "fs"),
+            deployment_type="PERSISTENT_2",
+            storage_type="SSD",
+            storage_capacity=args.storage_capacity_gib,
+            per_unit_storage_throughput=args.throughput_per_tib,
+            subnet_ids=args.subnet_id,  # one subnet (pulumi-aws 7 takes a string)
+            security_group_ids=[group.id],
+            kms_key_id=args.kms_key_arn,
+            file_system_type_version=LUSTRE_VERSION,
+            data_compression_type="LZ4",
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.rules),
+        )
+        self.association = aws.fsx.DataRepositoryAssociation(
+            child_name(name, "data"),
+            file_system_id=self.file_system.id,
+            file_system_path=DATA_FOLDER,
+            data_repository_path=pulumi.Output.concat("s3://", args.bucket_name),
+            batch_import_meta_data_on_create=True,
+            s3={
+                "auto_import_policy": {"events": AUTO_IMPORT_EVENTS},
+                "auto_export_policy": {"events": AUTO_EXPORT_EVENTS},
+            },
+            tags=args.tags,
+            opts=child,
+        )
+        self.mount_target = pulumi.Output.all(
+            self.file_system.dns_name, self.file_system.mount_name
+        ).apply(lambda parts: mount_target(parts[0], parts[1]))
+        self.register_outputs({"mountTarget": self.mount_target})
