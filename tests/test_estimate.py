@@ -101,3 +101,17 @@ def test_estimate_mistakes_are_messages():
     assert result.returncode != 0 and "--model-params must be a number" in result.stderr
     data = gpuc("estimate", "--stack", "data", "--model-params", "7e9")
     assert data.returncode == 1 and "has no GPU nodes" in data.stderr
+
+
+def test_fsx_read_rate_is_size_times_the_throughput_tier():
+    from conftest import TRAIN_LIKE
+
+    from infra.config import load_spec
+    from infra.estimate.command import report
+    from infra.estimate.model import Workload
+
+    spec = load_spec(TRAIN_LIKE, "train")
+    work = Workload(7e9, 1000, 4e6, 4, 0.4, 2400 / 1024, "PERSISTENT_2_1000")
+    doc = report(spec, work)
+    assert doc["read"]["FSx for Lustre"]["bytesPerSecond"] == pytest.approx(2400 / 1024 * 1000e6)
+    assert doc["workload"]["fsx"] == f"{2400 / 1024:g} TiB PERSISTENT_2_1000"

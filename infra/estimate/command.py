@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import replace
 from typing import Any
 
 from infra.config import load_spec
@@ -162,6 +163,12 @@ def run_estimate(stack: str, work: Workload, as_json: bool = False) -> int:
     if not isinstance(spec, ResolvedCluster):
         print(f"error: stack '{stack}' has no GPU nodes", file=sys.stderr)
         return EXIT_USAGE
+    if spec.fsx is not None:  # the stack's own file system, not the default assumption
+        work = replace(
+            work,
+            fsx_tib=spec.fsx.storage_capacity_gib / 1024,
+            fsx_deployment=f"PERSISTENT_2_{spec.fsx.throughput_per_tib}",
+        )
     doc = report(spec, work)
     if as_json:
         json.dump(doc, sys.stdout, indent=2)
