@@ -27,6 +27,21 @@ class ResolvedAmi:
     image_id: pulumi.Output[str]
     root_device: pulumi.Output[str]
     name: pulumi.Output[str]
+    min_root_gib: pulumi.Output[int]  # the size of the AMI's root snapshot
+
+
+def root_snapshot_gib(mappings: list, root_device: str) -> int:
+    """The AMI's root volume size (EC2 refuses a smaller root volume); 0 when not listed."""
+    for mapping in mappings or []:
+        ebs = _field(mapping, "ebs") or {}
+        if _field(mapping, "device_name") == root_device and ebs.get("volume_size"):
+            return int(ebs["volume_size"])
+    return 0
+
+
+def _field(item: object, name: str) -> object:
+    """Invoke results arrive as typed objects under the engine, as dicts in some SDK paths."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
 def resolve_ami(choice: AmiChoice, invoke: pulumi.InvokeOptions) -> ResolvedAmi:
@@ -54,4 +69,12 @@ def resolve_ami(choice: AmiChoice, invoke: pulumi.InvokeOptions) -> ResolvedAmi:
             opts=invoke,
         )
         image_id = image.id
-    return ResolvedAmi(image_id=image_id, root_device=image.root_device_name, name=image.name)
+    min_root = pulumi.Output.all(image.block_device_mappings, image.root_device_name).apply(
+        lambda parts: root_snapshot_gib(parts[0], parts[1])
+    )
+    return ResolvedAmi(
+        image_id=image_id,
+        root_device=image.root_device_name,
+        name=image.name,
+        min_root_gib=min_root,
+    )

@@ -187,6 +187,7 @@ class GpuCluster(pulumi.ComponentResource):
                 efa=args.efa,
                 ami_id=self.ami.image_id,
                 root_device_name=self.ami.root_device,
+                ami_min_root_gib=self.ami.min_root_gib,
                 subnet_id=self.network.node_subnet.id,
                 security_group_id=self.network.node_security_group.id,
                 instance_profile_arn=self.security.instance_profile.arn,

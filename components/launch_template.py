@@ -63,14 +63,29 @@ def metadata_options() -> dict[str, Any]:
     }
 
 
+def root_volume_size(wanted_gib: int, ami_minimum_gib: int) -> int:
+    """Never smaller than the AMI's root snapshot (EC2 would refuse the launch)."""
+    if ami_minimum_gib > wanted_gib:
+        pulumi.log.warn(
+            f"rootVolume.sizeGib {wanted_gib} is below the AMI's root snapshot "
+            f"({ami_minimum_gib} GiB); using {ami_minimum_gib} GiB"
+        )
+    return max(wanted_gib, ami_minimum_gib)
+
+
 def root_block_device(
-    device_name: pulumi.Input[str], volume: RootVolume, kms_key_arn: pulumi.Input[str]
+    device_name: pulumi.Input[str],
+    volume: RootVolume,
+    kms_key_arn: pulumi.Input[str],
+    ami_minimum_gib: pulumi.Input[int] = 0,
 ) -> dict[str, Any]:
     return {
         "device_name": device_name,
         "ebs": {
             "volume_type": "gp3",
-            "volume_size": volume.size_gib,
+            "volume_size": pulumi.Output.from_input(ami_minimum_gib).apply(
+                lambda minimum: root_volume_size(volume.size_gib, minimum)
+            ),
             "iops": volume.iops,
             "throughput": volume.throughput_mibps,
             "encrypted": "true",

@@ -76,6 +76,7 @@ class GpuNodeGroupArgs:
     user_data: pulumi.Input[str]
     availability_zone: str
     purchase: Purchase = field(default_factory=OnDemand)
+    ami_min_root_gib: pulumi.Input[int] = 0  # the AMI's root snapshot size
     autoscaling_role_arn: pulumi.Input[str] | None = None  # the group's service-linked role
     # What boot needs in place first: security-group rules, routes, endpoints, role policies.
     boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
@@ -118,7 +119,12 @@ class GpuNodeGroup(pulumi.ComponentResource):
             iam_instance_profile={"arn": args.instance_profile_arn},
             metadata_options=metadata_options(),
             block_device_mappings=[
-                root_block_device(args.root_device_name, args.root_volume, args.kms_key_arn)
+                root_block_device(
+                    args.root_device_name,
+                    args.root_volume,
+                    args.kms_key_arn,
+                    args.ami_min_root_gib,
+                )
             ],
             network_interfaces=network_interface_specs(
                 self.nic_slots,

@@ -168,3 +168,26 @@ def test_two_stacks_sharing_a_cluster_name_get_distinct_account_wide_names(train
     assert "alias/gpu-cluster/train-security-team2" in theirs
     tags = {t["key"]: t["value"] for t in only(other, GROUP).inputs["tags"]}
     assert tags["gpu-cluster:name"] == "train" and tags["gpu-cluster:stack"] == "team2"
+
+
+def test_the_root_volume_is_never_smaller_than_the_amis_snapshot():
+    from infra.plan.mocks import MOCK_ROOT_SNAPSHOT_GIB
+
+    def root_size(size: int) -> int:
+        plan = plan_config({**TRAIN_LIKE, "gpu-cluster:rootVolume": json.dumps({"sizeGib": size})})
+        assert plan.error is None, plan.error
+        return only(plan, LT).inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"]
+
+    assert root_size(50) == MOCK_ROOT_SNAPSHOT_GIB  # raised to the snapshot (with a warning)
+    assert root_size(300) == 300
+
+
+def test_root_snapshot_size_is_read_from_the_root_mapping():
+    from components.ami import root_snapshot_gib
+
+    mappings = [
+        {"device_name": "/dev/sdb", "ebs": {"volume_size": "900"}},
+        {"device_name": "/dev/sda1", "ebs": {"volume_size": "140"}},
+    ]
+    assert root_snapshot_gib(mappings, "/dev/sda1") == 140
+    assert root_snapshot_gib([], "/dev/sda1") == 0

@@ -10,6 +10,7 @@ import pulumi
 
 MOCK_ACCOUNT = "123456789012"
 MOCK_AMI = {"x86_64": "ami-0a1b2c3d4e5f60718", "arm64": "ami-0f1e2d3c4b5a69788"}
+MOCK_ROOT_SNAPSHOT_GIB = 100  # stands in for the AMI's root snapshot size
 FIRST_NODE_HOST = 10  # leave room for the endpoint ENIs at the start of the subnet
 
 ID_PREFIX = {
@@ -190,6 +191,12 @@ class PlanMocks(pulumi.runtime.Mocks):
                 # the Deep Learning AMIs are Ubuntu (/dev/sda1); others answer like Amazon Linux
                 "rootDeviceName": "/dev/sda1" if image in MOCK_AMI.values() else "/dev/xvda",
                 "rootDeviceType": "ebs",
+                "blockDeviceMappings": [
+                    {
+                        "deviceName": "/dev/sda1" if image in MOCK_AMI.values() else "/dev/xvda",
+                        "ebs": {"volume_size": str(MOCK_ROOT_SNAPSHOT_GIB)},
+                    }
+                ],
                 "virtualizationType": "hvm",
                 "name": name,
             }, []
