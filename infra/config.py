@@ -3,7 +3,6 @@ into Problems (with "did you mean"), then run the meaning checks in infra/valida
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from typing import Any, get_args
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from infra.errors import NOT_SET, ConfigError, Problem
 from infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT, StackSpec
+from infra.suggest import suggest
 
 REGION_KEY = "aws:region"
 NESTED_KEYS: dict[str, frozenset[str]] = {
@@ -49,16 +49,6 @@ def set_command(loc: tuple[Any, ...], value: str = "<value>") -> str:
     path = config_path(loc).split(":", 1)[1]
     flag = " --path" if len(loc) > 1 else ""
     return f"pulumi config set{flag} {path} {value}"
-
-
-def closest(word: str, choices: frozenset[str] | list[str]) -> str | None:
-    match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return match[0] if match else None
-
-
-def suggest(word: str, choices: frozenset[str] | list[str]) -> str:
-    match = closest(word, choices)
-    return f"did you mean '{match}'? " if match else ""
 
 
 def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:

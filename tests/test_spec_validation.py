@@ -978,3 +978,24 @@ def test_ami_release_rules(ami, path, problem):
     found = only_problem(config(ami=ami))
     assert found.path == key(path) and found.problem == problem
     assert found.fix.startswith("pulumi config")
+
+
+def test_a_lookalike_character_is_named_with_its_code_point():
+    cyrillic_o = "\u043e"
+    cfg = {k: v for k, v in config().items() if k != key("nodes")}
+    cfg[key(f"n{cyrillic_o}des")] = "4"
+    problem = only_problem(cfg)
+    assert problem.fix.startswith("did you mean 'nodes'")
+    assert "U+043E CYRILLIC SMALL LETTER O" in problem.fix
+
+
+def test_validation_does_not_import_the_config_loader():
+    """No import cycle: validation takes its did-you-mean helpers from infra.suggest."""
+    import ast
+
+    from conftest import ROOT
+
+    for path in (ROOT / "infra" / "validation").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "infra.config" not in imported, path.name

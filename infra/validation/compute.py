@@ -6,7 +6,6 @@ import re
 
 from components.catalog import Catalog, InstanceFacts
 from components.dlami import dlami, dlami_supports, instance_family
-from infra.config import closest, suggest
 from infra.cost.gpu_prices import on_demand_hourly
 from infra.errors import NOT_SET, Problem
 from infra.spec import (
@@ -16,6 +15,7 @@ from infra.spec import (
     RootVolumeSpec,
     StackSpec,
 )
+from infra.suggest import closest, suggest
 from infra.validation.common import key
 
 RELEASE = re.compile(r"^(20\d{6}|latest)\Z")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from components.catalog import Catalog
-from infra.config import suggest
 from infra.errors import Problem
 from infra.spec import (
     StackSpec,
 )
+from infra.suggest import suggest
 from infra.validation.common import key
 
 CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]\Z")

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from components.catalog import Catalog, InstanceFacts
 from components.nic_layout import nic_layout
 from components.purchase import CapacityBlock, CapacityReservation, OnDemand, Purchase, Spot
-from infra.config import suggest
 from infra.errors import NOT_SET, Problem
 from infra.facts import ReservationFacts
 from infra.spec import CapacityReservationSpec, SpotSpec, StackSpec
+from infra.suggest import suggest
 from infra.validation.common import key
 
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}\Z")
