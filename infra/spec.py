@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 PROJECT = "gpu-cluster"
 DEFAULT_VPC_CIDR = "10.42.0.0/16"
@@ -29,6 +30,19 @@ def whole_number(value: Any) -> Any:
 ConfigInt = Annotated[int, BeforeValidator(whole_number)]
 
 
+def true_or_false(value: Any) -> Any:
+    """Config booleans: true or false (YAML booleans, or the strings Pulumi stores them as);
+    not "yes", "on", "1" or 1, which pydantic would otherwise take."""
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise PydanticCustomError("bool_strict", "expected true or false")
+
+
+ConfigBool = Annotated[bool, BeforeValidator(true_or_false)]
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True)
 
@@ -44,8 +58,8 @@ class NetworkSpec(StrictModel):
     private_subnet_cidr: str | None = None
     public_subnet_cidr: str | None = None
     avoid_cidrs: list[str] = Field(default_factory=list)
-    nat_gateway: bool = True
-    public_ip: bool = False
+    nat_gateway: ConfigBool = True
+    public_ip: ConfigBool = False
 
 
 class StorageSpec(StrictModel):
@@ -83,7 +97,7 @@ class CapacityReservationSpec(StrictModel):
 
     id: str | None = None
     resource_group_arn: str | None = None
-    create: bool = False
+    create: ConfigBool = False
     end_date: str | None = None  # with create: RFC 3339 UTC, e.g. 2027-01-31T00:00:00Z
 
 
@@ -111,7 +125,7 @@ class StackSpec(StrictModel):
     spot: SpotSpec | None = None
     capacity_reservation: CapacityReservationSpec | None = None
     capacity_block: CapacityBlockSpec | None = None
-    efa: bool | None = None
+    efa: ConfigBool | None = None
     root_volume: RootVolumeSpec = Field(default_factory=RootVolumeSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)

@@ -999,3 +999,18 @@ def test_validation_does_not_import_the_config_loader():
         tree = ast.parse(path.read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert "infra.config" not in imported, path.name
+
+
+@pytest.mark.parametrize("value", ["yes", "on", "1", "True", "TRUE"])
+def test_booleans_are_true_or_false_only(value):
+    problem = only_problem(config(efa=value))
+    assert problem.path == key("efa") and problem.received == value
+    assert problem.allowed == "true or false"
+    assert problem.fix == "pulumi config set efa true"
+    nested = only_problem(config(network={"natGateway": value}))
+    assert nested.path == key("network.natGateway") and nested.allowed == "true or false"
+
+
+def test_true_and_false_are_accepted_as_text_and_as_yaml_booleans():
+    assert resolved(config(efa="true")).efa is True
+    assert resolved(config(network={"natGateway": False})).network.nat_gateway is False
