@@ -10,6 +10,8 @@ import json
 
 import pytest
 from conftest import ROOT, STACKS, TRAIN_LIKE, plan_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from components.catalog import load_catalog
 from components.cidr import MAX_VPC_PREFIX, MIN_VPC_PREFIX, default_layout, max_nodes
@@ -1014,3 +1016,31 @@ def test_booleans_are_true_or_false_only(value):
 def test_true_and_false_are_accepted_as_text_and_as_yaml_booleans():
     assert resolved(config(efa="true")).efa is True
     assert resolved(config(network={"natGateway": False})).network.nat_gateway is False
+
+
+@pytest.mark.parametrize(
+    ("name", "suggested"),
+    [
+        ("trâin🚀", "train"),
+        ("My_Cluster", "my-cluster"),
+        ("a-very-long-cluster-name-indeed", "a-very-long-cluster"),
+        ("9lives", "lives"),
+        ("x", "gpu-x"),
+        ("🚀", "gpu-cluster"),
+    ],
+)
+def test_suggested_cluster_names_are_valid_and_close(name, suggested):
+    from infra.validation.names import CLUSTER_NAME, suggest_cluster_name
+
+    assert suggest_cluster_name(name) == suggested
+    assert CLUSTER_NAME.match(suggested)
+    problem = only_problem(config(clusterName=name))
+    assert problem.fix == f"pulumi config set clusterName {suggested}"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=40))
+def test_every_suggested_cluster_name_passes_validation(name):
+    from infra.validation.names import CLUSTER_NAME, suggest_cluster_name
+
+    assert CLUSTER_NAME.match(suggest_cluster_name(name))

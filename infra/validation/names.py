@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from components.catalog import Catalog
 from infra.errors import Problem
@@ -33,6 +34,18 @@ COMPUTE_KEYS = (
 )
 
 
+def suggest_cluster_name(name: str) -> str:
+    """A valid cluster name as close to ``name`` as possible (accents dropped, other characters
+    turned into '-', cut to 20 without a trailing '-'); it always passes check_name."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
+    words = [w for w in re.split(r"[^a-z0-9]+", ascii_name) if w]
+    candidate = "-".join(words).lstrip("0123456789-")
+    candidate = candidate[:20].rstrip("-")
+    if len(candidate) < 2:
+        candidate = ("gpu-" + candidate)[:20].rstrip("-") if candidate else "gpu-cluster"
+    return candidate if CLUSTER_NAME.match(candidate) else "gpu-cluster"
+
+
 def check_name(spec: StackSpec, stack: str) -> tuple[str, list[Problem]]:
     name = spec.cluster_name or stack
     if CLUSTER_NAME.match(name):
@@ -44,7 +57,7 @@ def check_name(spec: StackSpec, stack: str) -> tuple[str, list[Problem]]:
             received=name,
             problem=f"{origin} is not a valid cluster name",
             allowed="2-20 characters: lowercase letters, digits and '-', starting with a letter",
-            fix=f"pulumi config set clusterName {re.sub(r'[^a-z0-9-]', '-', name.lower())[:20]}",
+            fix=f"pulumi config set clusterName {suggest_cluster_name(name)}",
         )
     ]
 
