@@ -1044,3 +1044,18 @@ def test_every_suggested_cluster_name_passes_validation(name):
     from infra.validation.names import CLUSTER_NAME, suggest_cluster_name
 
     assert CLUSTER_NAME.match(suggest_cluster_name(name))
+
+
+def test_the_suggested_vpc_cidr_is_actually_free():
+    avoid = ["10.0.0.0/9", "10.200.0.0/16", "10.128.0.0/9"]  # all of 10/8
+    problem = only_problem(config(network={"vpcCidr": "10.42.0.0/16", "avoidCidrs": avoid}))
+    assert problem.path == key("network.vpcCidr")
+    assert problem.fix == "pulumi config set --path network.vpcCidr 172.16.0.0/16"
+    fixed = resolved(config(network={"vpcCidr": "172.16.0.0/16", "avoidCidrs": avoid}))
+    assert str(fixed.layout.vpc) == "172.16.0.0/16"
+
+
+def test_no_free_range_is_said_plainly():
+    avoid = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
+    problem = only_problem(config(network={"vpcCidr": "10.42.0.0/16", "avoidCidrs": avoid}))
+    assert problem.fix.startswith("no /16 private range is free of avoidCidrs")

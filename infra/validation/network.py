@@ -37,6 +37,24 @@ def _network(
         ]
 
 
+PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(cidr) for cidr in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
+
+
+def free_vpc_cidr(
+    prefixlen: int, avoided: list[ipaddress.IPv4Network]
+) -> ipaddress.IPv4Network | None:
+    """The first private block of this size that overlaps nothing the user must avoid."""
+    for private in PRIVATE_RANGES:
+        if prefixlen < private.prefixlen:
+            continue
+        for candidate in private.subnets(new_prefix=prefixlen):
+            if not any(candidate.overlaps(other) for other in avoided):
+                return candidate
+    return None
+
+
 def check_network(
     network: NetworkSpec, node_count: int, ips_per_node: int, efa: bool
 ) -> tuple[SubnetLayout | None, list[Problem]]:
@@ -91,17 +109,25 @@ def check_network(
                 fix="set network.privateSubnetCidr and network.publicSubnetCidr to disjoint blocks",
             )
         )
+    avoided = []
     for index, text in enumerate(network.avoid_cidrs):
         other, found = _network(text, key(f"network.avoidCidrs[{index}]"), "192.168.0.0/16")
         problems += found
-        if other is not None and other.overlaps(vpc):
+        if other is not None:
+            avoided.append(other)
+    for other in avoided:
+        if other.overlaps(vpc):
+            free = free_vpc_cidr(vpc.prefixlen, avoided)
             problems.append(
                 Problem(
                     path=key("network.vpcCidr"),
                     received=network.vpc_cidr,
                     problem=f"overlaps {other}, listed in network.avoidCidrs",
                     allowed="a block disjoint from every avoidCidrs entry",
-                    fix="pick another network.vpcCidr, e.g. 10.200.0.0/16",
+                    fix=f"pulumi config set --path network.vpcCidr {free}"
+                    if free
+                    else f"no /{vpc.prefixlen} private range is free of avoidCidrs: remove "
+                    "an entry or use a smaller VPC",
                 )
             )
     if network.public_ip and efa:
