@@ -24,8 +24,24 @@ def project_root(start: Path | None = None) -> Path:
     raise StackFileError(f"no {PROJECT_FILE} found above {start or Path.cwd()}")
 
 
+def read_yaml(path: Path) -> Any:
+    """A YAML file's document; any way it cannot be read is a StackFileError."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        bad = error.object[error.start : error.start + 1]
+        raise StackFileError(f"{path} is not UTF-8 text (byte {error.start}: {bad!r})") from None
+    except yaml.YAMLError as error:
+        raise StackFileError(f"{path} is not valid YAML: {error}") from None
+    except OSError as error:
+        raise StackFileError(f"{path} cannot be read: {error.strerror}") from None
+
+
 def read_project(root: Path) -> dict[str, Any]:
-    return yaml.safe_load((root / PROJECT_FILE).read_text()) or {}
+    document = read_yaml(root / PROJECT_FILE) or {}
+    if not isinstance(document, dict):
+        raise StackFileError(f"{root / PROJECT_FILE} must be a mapping (name:, runtime:, ...)")
+    return document
 
 
 def stacks_dir(root: Path) -> Path:
@@ -38,7 +54,9 @@ def project_defaults(root: Path) -> dict[str, str]:
     name = project.get("name", "")
     return {
         f"{name}:{key}": to_config_value(spec["default"])
-        for key, spec in (project.get("config") or {}).items()
+        for key, spec in (
+            project.get("config") if isinstance(project.get("config"), dict) else {}
+        ).items()
         if isinstance(spec, dict) and "default" in spec
     }
 
@@ -66,10 +84,7 @@ def load_stack_config(stack: str, root: Path | None = None) -> dict[str, str]:
     if not path.is_file():
         known = ", ".join(available_stacks(root)) or "none"
         raise StackFileError(f"no stack '{stack}': {path} does not exist (stacks: {known})")
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise StackFileError(f"{path} is not valid YAML: {error}") from None
+    document = read_yaml(path) or {}
     if not isinstance(document, dict):
         raise StackFileError(f"{path} must be a mapping with a 'config:' section")
     config = document.get("config") or {}

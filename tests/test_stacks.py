@@ -143,3 +143,32 @@ def test_train_plan_shows_what_each_node_gets():
     assert "Data: s3://gpuc-data-123456789012-us-east-1 read-only at /mnt/data" in out
     assert "Health check at boot: instance tag gpu-cluster:health" in out
     assert "NCCL test: `pulumi stack output ncclTestCommand`" in out and "~50 GB/s" in out
+
+
+def test_unreadable_stack_and_project_files_are_messages(tmp_path):
+    import shutil as _shutil
+
+    from infra.stack_files import StackFileError, load_stack_config
+
+    project = tmp_path / "project"
+    (project / "stacks").mkdir(parents=True)
+    _shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    (project / "stacks" / "Pulumi.junk.yaml").write_bytes(b"config:\n  aws:region: \xff\xfe\x00\n")
+    with pytest.raises(StackFileError, match=r"is not UTF-8 text \(byte \d+: b'\\xff'\)"):
+        load_stack_config("junk", project)
+    (project / "Pulumi.yaml").write_text("name: gpu-cluster\nruntime: [python\n")
+    with pytest.raises(StackFileError, match=r"Pulumi\.yaml is not valid YAML"):
+        load_stack_config("junk", project)
+    (project / "Pulumi.yaml").write_text("- just\n- a list\n")
+    with pytest.raises(StackFileError, match="must be a mapping"):
+        load_stack_config("junk", project)
+    # and through the CLI: a message, no traceback
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "plan", "--stack", "junk"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "must be a mapping" in result.stderr
