@@ -99,3 +99,12 @@ def test_cli_reports_aws_errors_without_traceback(monkeypatch, capsys):
     assert main(["catalog", "refresh"]) == 1
     err = capsys.readouterr().err
     assert "ec2:DescribeInstanceTypes" in err and "Traceback" not in err
+
+
+def test_a_missing_profile_or_a_bad_region_is_a_message(monkeypatch, capsys):
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    assert main(["catalog", "refresh", "--region", "us-east-1"]) == 1
+    assert "no-such-profile" in capsys.readouterr().err
+    monkeypatch.delenv("AWS_PROFILE")
+    assert main(["catalog", "refresh", "--region", "bad region!"]) == 1
+    assert "'bad region!'" in capsys.readouterr().err
