@@ -155,7 +155,8 @@ def bounded(low: float, high: float, name: str):
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="gpuc", description="gpu-cluster: GPU clusters on AWS")
-    sub = root.add_subparsers(dest="command", required=True)
+    root.add_argument("--version", action="version", version=f"gpuc {package_version()}")
+    sub = root.add_subparsers(dest="command")
     plan = sub.add_parser("plan", help="plan a stack offline (no Pulumi CLI, no credentials)")
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
@@ -247,8 +248,21 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpu-cluster")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    root = parser()
+    args = root.parse_args(argv)
+    if args.command is None:  # plain `gpuc`: say what it can do
+        root.print_help()
+        return EXIT_OK
     try:
         return args.func(args)
     except BrokenPipeError:  # `gpuc ... | head`: the reader left; that is not an error

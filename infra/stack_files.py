@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from infra.suggest import suggest
+
 PROJECT_FILE = "Pulumi.yaml"
 
 
@@ -82,8 +84,13 @@ def load_stack_config(stack: str, root: Path | None = None) -> dict[str, str]:
     root = root or project_root()
     path = stacks_dir(root) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        known = ", ".join(available_stacks(root)) or "none"
-        raise StackFileError(f"no stack '{stack}': {path} does not exist (stacks: {known})")
+        stacks = available_stacks(root)
+        known = ", ".join(stacks) or "none"
+        hint = suggest(stack, stacks)
+        raise StackFileError(
+            f"no stack '{stack}': {path} does not exist (stacks: {known})"
+            + (f"; {hint.strip()}" if hint else "")
+        )
     document = read_yaml(path) or {}
     if not isinstance(document, dict):
         raise StackFileError(f"{path} must be a mapping with a 'config:' section")

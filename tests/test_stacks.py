@@ -172,3 +172,12 @@ def test_unreadable_stack_and_project_files_are_messages(tmp_path):
     )
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "must be a mapping" in result.stderr
+
+
+def test_cli_basics_help_version_and_stack_did_you_mean():
+    bare = gpuc()
+    assert bare.returncode == 0 and "usage: gpuc" in bare.stdout and "plan" in bare.stdout
+    version = gpuc("--version")
+    assert version.returncode == 0 and version.stdout.startswith("gpuc 0.")
+    typo = gpuc("plan", "--stack", "trian")
+    assert typo.returncode != 0 and "did you mean 'train'?" in typo.stderr
