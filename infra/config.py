@@ -11,6 +11,7 @@ import pulumi
 from pydantic import BaseModel, ValidationError
 
 from infra.errors import NOT_SET, ConfigError, Problem
+from infra.namespaces import namespace_problems
 from infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT, StackSpec
 from infra.suggest import suggest
 
@@ -54,7 +55,7 @@ def set_command(loc: tuple[Any, ...], value: str = "<value>") -> str:
 def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
     """Pick this project's keys out of the config map; JSON-decode the object-valued ones."""
     raw: dict[str, Any] = {}
-    problems: list[Problem] = []
+    problems: list[Problem] = namespace_problems(config)
     if REGION_KEY in config:
         raw["region"] = config[REGION_KEY]
     prefix = f"{PROJECT}:"
@@ -206,7 +207,11 @@ def parse_spec(config: Mapping[str, str]) -> tuple[StackSpec | None, list[Proble
     """Shape checks. Returns the spec (with any ill-shaped top-level key dropped back to its
     default, so meaning checks can still run on the rest), the problems, and the dropped keys."""
     raw, problems = decode(config)
-    dropped = {problem.path.split(":", 1)[1] for problem in problems} - {"region"}
+    dropped = {
+        problem.path.split(":", 1)[1]
+        for problem in problems
+        if problem.path.startswith(f"{PROJECT}:")
+    } - {"region"}
     try:
         return StackSpec.model_validate(raw_without(raw, dropped)), problems, dropped
     except ValidationError as error:

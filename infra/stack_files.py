@@ -26,10 +26,31 @@ def project_root(start: Path | None = None) -> Path:
     raise StackFileError(f"no {PROJECT_FILE} found above {start or Path.cwd()}")
 
 
+STACK_FILE_KEYS = frozenset(
+    {"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"}
+)
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice (lines {seen[key]} and {line})"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> Any:
     """A YAML file's document; any way it cannot be read is a StackFileError."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except UnicodeDecodeError as error:
         bad = error.object[error.start : error.start + 1]
         raise StackFileError(f"{path} is not UTF-8 text (byte {error.start}: {bad!r})") from None
@@ -94,6 +115,13 @@ def load_stack_config(stack: str, root: Path | None = None) -> dict[str, str]:
     document = read_yaml(path) or {}
     if not isinstance(document, dict):
         raise StackFileError(f"{path} must be a mapping with a 'config:' section")
+    stray = sorted(str(key) for key in document if key not in STACK_FILE_KEYS)
+    if stray:
+        raise StackFileError(
+            f"{path}: {', '.join(stray)} {'is' if len(stray) == 1 else 'are'} outside 'config:' "
+            "and would be ignored; indent settings under config: (e.g. "
+            f"'  gpu-cluster:{stray[0].split(':')[-1]}: ...')"
+        )
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise StackFileError(f"{path}: 'config:' must be a mapping of key: value")

@@ -181,3 +181,53 @@ def test_cli_basics_help_version_and_stack_did_you_mean():
     assert version.returncode == 0 and version.stdout.startswith("gpuc 0.")
     typo = gpuc("plan", "--stack", "trian")
     assert typo.returncode != 0 and "did you mean 'train'?" in typo.stderr
+
+
+def test_stack_file_keys_given_twice_or_outside_config_are_reported(tmp_path):
+    import shutil as _shutil
+
+    from infra.stack_files import StackFileError, load_stack_config
+
+    project = tmp_path / "project"
+    (project / "stacks").mkdir(parents=True)
+    _shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    stack = project / "stacks" / "Pulumi.twice.yaml"
+    stack.write_text(
+        "config:\n  aws:region: us-east-1\n  gpu-cluster:nodes: 2\n  gpu-cluster:nodes: 8\n"
+    )
+    with pytest.raises(
+        StackFileError, match=r"'gpu-cluster:nodes' is given twice \(lines 3 and 4\)"
+    ):
+        load_stack_config("twice", project)
+    stack.write_text("config:\n  aws:region: us-east-1\ngpu-cluster:nodes: 8\n")
+    with pytest.raises(StackFileError, match="gpu-cluster:nodes is outside 'config:'"):
+        load_stack_config("twice", project)
+
+
+@pytest.mark.parametrize(
+    ("key", "problem", "fix"),
+    [
+        ("nodes", "a config key without a namespace", "write it as gpu-cluster:nodes"),
+        ("gpu-clustr:nodes", "unknown namespace 'gpu-clustr'", "did you mean 'gpu-cluster:nodes'?"),
+        ("aws:regoin", "pulumi-aws has no config key 'regoin'", "did you mean 'region'?"),
+    ],
+)
+def test_keys_outside_the_project_namespace_are_not_silently_ignored(key, problem, fix):
+    from conftest import TRAIN_LIKE
+
+    from infra.config import load_spec
+    from infra.errors import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        load_spec({**TRAIN_LIKE, key: "8"}, "train")
+    (found,) = error.value.problems
+    assert found.path == key and found.problem == problem and found.fix.startswith(fix)
+
+
+def test_other_providers_keys_and_real_aws_keys_stay_allowed():
+    from conftest import TRAIN_LIKE
+
+    from infra.config import load_spec
+
+    config = {**TRAIN_LIKE, "aws:profile": "ml", "random:seed": "1", "kubernetes:context": "x"}
+    assert load_spec(config, "train").node_count == 4
