@@ -9,29 +9,25 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_OK, EXIT_CONFIG, EXIT_USAGE = 0, 2, 1
+from infra.outcome import AWS, INPUT, OK, CommandError, from_exception, report
+
+EXIT_CONFIG = INPUT  # kept for callers of the old name
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from infra.plan.engine import run_plan
     from infra.plan.render import preview_json, text_tree
-    from infra.stack_files import StackFileError, load_stack_config
+    from infra.stack_files import load_stack_config
 
-    try:
-        config = load_stack_config(args.stack)
-    except StackFileError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    plan = run_plan(args.stack, config)
+    plan = run_plan(args.stack, load_stack_config(args.stack))
     if plan.error is not None:
-        print(f"error: {plan.error}", file=sys.stderr)
-        return EXIT_CONFIG
+        raise from_exception(plan.error)
     if args.json:
         json.dump(preview_json(plan), sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
     else:
         print(text_tree(plan))
-    return EXIT_OK
+    return OK
 
 
 def cmd_catalog_list(args: argparse.Namespace) -> int:
@@ -51,25 +47,20 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
             f"{f'{facts.nvme_disk_count}x{facts.nvme_disk_size_gb}':>10}  "
             f"{f'{price:.2f}' if price else '-':>7}  {' '.join(zones)}"
         )
-    return EXIT_OK
+    return OK
 
 
 def cmd_catalog_refresh(args: argparse.Namespace) -> int:
     from components.catalog import CATALOG_PATH
-    from infra.aws import AwsError
     from infra.catalog_refresh import DEFAULT_REGIONS, fetch_catalog, write_catalog
 
-    try:
-        catalog = fetch_catalog(args.region or DEFAULT_REGIONS)
-    except AwsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    catalog = fetch_catalog(args.region or DEFAULT_REGIONS)
     path = write_catalog(catalog, args.output or CATALOG_PATH)
     print(
         f"wrote {len(catalog.instance_types)} GPU instance types for "
         f"{len(catalog.offerings)} regions to {path}"
     )
-    return EXIT_OK
+    return OK
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -109,16 +100,14 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
     try:
         rows = fetch_prices(regions)
     except AwsError as error:
-        print(f"error: {error}\nThe price snapshot was kept unchanged.", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError(AWS, f"{error}\nThe price snapshot was kept unchanged.") from error
     if not rows:
-        print("error: AWS returned no prices; the snapshot was kept unchanged.", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError(AWS, "AWS returned no prices; the snapshot was kept unchanged.")
     prices = args.output or PRICES_PATH
     meta = args.output.with_suffix(".meta.json") if args.output else META_PATH
     write_prices(rows, regions, prices, meta)
     print(f"wrote {len(rows)} price rows for {len(regions)} regions to {prices}")
-    return EXIT_OK
+    return OK
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -262,12 +251,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = root.parse_args(argv)
     if args.command is None:  # plain `gpuc`: say what it can do
         root.print_help()
-        return EXIT_OK
+        return OK
     try:
         return args.func(args)
     except BrokenPipeError:  # `gpuc ... | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+        return OK
+    except Exception as error:
+        if os.environ.get("GPUC_DEBUG") and not isinstance(error, CommandError):
+            raise
+        return report(from_exception(error), getattr(args, "json", False))
 
 
 if __name__ == "__main__":

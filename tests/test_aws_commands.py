@@ -17,6 +17,7 @@ from infra.aws.capacity_blocks import duration_problem
 from infra.cli import main
 from infra.cost.gpu_prices import read_price_table
 from infra.errors import AwsError
+from infra.outcome import AWS, INPUT, USAGE
 
 P4D_PRICE = "21.9576"
 
@@ -87,7 +88,7 @@ def test_failed_refresh_keeps_the_snapshot(tmp_path, monkeypatch, capsys):
             ),
         )
         code = main(["prices", "refresh", "--region", "us-east-1", "--output", str(output)])
-    assert code == 1
+    assert code == AWS
     err = capsys.readouterr().err
     assert "pricing:GetProducts failed: AccessDeniedException" in err
     assert "The price snapshot was kept unchanged." in err
@@ -194,7 +195,7 @@ def test_block_durations_follow_aws(hours, ok):
 
 
 def test_offerings_for_a_type_without_blocks_is_a_message(capsys):
-    assert main(["capacity-block", "offerings", "--stack", "dev", "--hours", "24"]) == 1
+    assert main(["capacity-block", "offerings", "--stack", "dev", "--hours", "24"]) == INPUT
     assert "g5.xlarge is not sold as Capacity Blocks" in capsys.readouterr().err
 
 
@@ -202,7 +203,7 @@ def test_purchase_is_refused_without_yes(monkeypatch, capsys):
     ec2, stub = stubbed("ec2")  # no responses queued: any call would fail the test
     use_client(monkeypatch, capacity_blocks, ec2)
     with stub:
-        assert main(["capacity-block", "purchase", "cb-0bbbbbbbbbbbbbbbb"]) == 1
+        assert main(["capacity-block", "purchase", "cb-0bbbbbbbbbbbbbbbb"]) == USAGE
     assert "cannot be cancelled" in capsys.readouterr().err
     stub.assert_no_pending_responses()
 
@@ -233,7 +234,7 @@ def test_purchase_errors_name_the_iam_action(monkeypatch, capsys):
     stub.add_client_error("purchase_capacity_block", "UnauthorizedOperation", "no")
     use_client(monkeypatch, capacity_blocks, ec2)
     with stub:
-        assert main(["capacity-block", "purchase", "cb-0bbbbbbbbbbbbbbbb", "--yes"]) == 1
+        assert main(["capacity-block", "purchase", "cb-0bbbbbbbbbbbbbbbb", "--yes"]) == AWS
     assert "'ec2:PurchaseCapacityBlock'" in capsys.readouterr().err
 
 
@@ -293,6 +294,6 @@ def test_cost_quotes_a_block_length_aws_sells(days, hours):
 
 
 def test_a_bad_region_is_an_aws_error_not_a_traceback(capsys):
-    assert main(["prices", "refresh", "--region", "bad region!"]) == 1
+    assert main(["prices", "refresh", "--region", "bad region!"]) == AWS
     err = capsys.readouterr().err
     assert "bad region!" in err and "kept unchanged" in err

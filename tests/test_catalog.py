@@ -13,6 +13,7 @@ from components.catalog import CATALOG_PATH, Catalog, load_catalog
 from infra.aws import AwsError
 from infra.catalog_refresh import fetch_catalog
 from infra.cli import main
+from infra.outcome import AWS
 
 REGIONS = ["us-east-1", "us-west-2"]
 REQUIRED_FAMILIES = (
@@ -96,15 +97,15 @@ def test_cli_reports_aws_errors_without_traceback(monkeypatch, capsys):
         raise AwsError("ec2:DescribeInstanceTypes failed: UnauthorizedOperation")
 
     monkeypatch.setattr("infra.catalog_refresh.fetch_catalog", denied)
-    assert main(["catalog", "refresh"]) == 1
+    assert main(["catalog", "refresh"]) == AWS
     err = capsys.readouterr().err
     assert "ec2:DescribeInstanceTypes" in err and "Traceback" not in err
 
 
 def test_a_missing_profile_or_a_bad_region_is_a_message(monkeypatch, capsys):
     monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
-    assert main(["catalog", "refresh", "--region", "us-east-1"]) == 1
+    assert main(["catalog", "refresh", "--region", "us-east-1"]) == AWS
     assert "no-such-profile" in capsys.readouterr().err
     monkeypatch.delenv("AWS_PROFILE")
-    assert main(["catalog", "refresh", "--region", "bad region!"]) == 1
+    assert main(["catalog", "refresh", "--region", "bad region!"]) == AWS
     assert "'bad region!'" in capsys.readouterr().err

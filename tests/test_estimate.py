@@ -100,7 +100,7 @@ def test_estimate_mistakes_are_messages():
     result = gpuc("estimate", "--stack", "train", "--model-params", "seven")
     assert result.returncode != 0 and "--model-params must be a number" in result.stderr
     data = gpuc("estimate", "--stack", "data", "--model-params", "7e9")
-    assert data.returncode == 1 and "has no GPU nodes" in data.stderr
+    assert data.returncode == 3 and "has no GPU nodes" in data.stderr  # INPUT
 
 
 def test_fsx_read_rate_is_size_times_the_throughput_tier():

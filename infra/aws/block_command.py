@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 
 from infra.aws.capacity_blocks import duration_problem, list_offerings, purchase
-from infra.config import load_spec
-from infra.errors import AwsError, ConfigError
-from infra.stack_files import StackFileError, load_stack_config
-from infra.validation import ResolvedCluster
-
-EXIT_OK, EXIT_USAGE, EXIT_CONFIG = 0, 1, 2
+from infra.outcome import INPUT, OK, USAGE, CommandError, load_cluster_spec
 
 
 def parse_start(text: str | None) -> datetime | None:
@@ -24,38 +18,21 @@ def parse_start(text: str | None) -> datetime | None:
 def run_offerings(stack: str, hours: int, start_text: str | None) -> int:
     problem = duration_problem(hours)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError(INPUT, problem)
     try:
         start = parse_start(start_text)
     except ValueError:
-        print(
-            f"error: --start must be a date such as 2027-01-15, got {start_text!r}", file=sys.stderr
-        )
-        return EXIT_USAGE
-    try:
-        spec = load_spec(load_stack_config(stack), stack)
-    except StackFileError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_CONFIG
-    if not isinstance(spec, ResolvedCluster):
-        print(f"error: stack '{stack}' has no GPU nodes", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError(
+            INPUT, f"--start must be a date such as 2027-01-15, got {start_text!r}"
+        ) from None
+    spec = load_cluster_spec(stack)
     kind = spec.facts.instance_type
     if "capacity-block" not in spec.facts.usage_classes:
-        print(f"error: {kind} is not sold as Capacity Blocks", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        offerings = list_offerings(spec.region, kind, spec.node_count, hours, start)
-    except AwsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError(INPUT, f"{kind} is not sold as Capacity Blocks")
+    offerings = list_offerings(spec.region, kind, spec.node_count, hours, start)
     if not offerings:
         print(f"no Capacity Block offerings for {spec.node_count} x {kind} for {hours} h")
-        return EXIT_OK
+        return OK
     print(f"Capacity Block offerings for {spec.node_count} x {kind}, {hours} h, {spec.region}:")
     print(
         f"{'offering':<28}{'zone':<13}{'start (UTC)':<18}{'end (UTC)':<18}"
@@ -71,26 +48,21 @@ def run_offerings(stack: str, hours: int, start_text: str | None) -> int:
         f"{spec.region} --yes`, then set purchaseOption capacity-block and capacityBlock.id; "
         f"the block's zone must be the stack's availabilityZone ({spec.availability_zone})."
     )
-    return EXIT_OK
+    return OK
 
 
 def run_purchase(offering_id: str, region: str, yes: bool) -> int:
     if not yes:
-        print(
-            f"error: buying {offering_id} charges its upfront fee now, and a Capacity Block "
-            "cannot be cancelled. Run again with --yes to buy it.",
-            file=sys.stderr,
+        raise CommandError(
+            USAGE,
+            f"buying {offering_id} charges its upfront fee now, and a Capacity Block cannot be "
+            "cancelled. Run again with --yes to buy it.",
         )
-        return EXIT_USAGE
-    try:
-        block = purchase(region, offering_id)
-    except AwsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    block = purchase(region, offering_id)
     print(
         f"bought Capacity Block {block['id']} ({block['instanceType']}, "
         f"{block['availabilityZone']}, {block['start']} to {block['end']}); it cannot be "
         "cancelled.\nUse it: pulumi config set purchaseOption capacity-block && "
         f"pulumi config set --path capacityBlock.id {block['id']}"
     )
-    return EXIT_OK
+    return OK

@@ -6,15 +6,12 @@ import json
 import sys
 
 from infra.aws.capacity_blocks import MAX_DAYS_DAILY
-from infra.config import load_spec
 from infra.cost.compare import BlockQuote, compare_options
 from infra.cost.model import Usage, estimate_cluster, estimate_data, is_gpu_line
 from infra.cost.render import cost_json, estimate_text, options_text
-from infra.errors import AwsError, ConfigError
-from infra.stack_files import StackFileError, load_stack_config
+from infra.errors import AwsError
+from infra.outcome import OK, load_stack_spec
 from infra.validation import ResolvedCluster
-
-EXIT_OK, EXIT_USAGE, EXIT_CONFIG = 0, 1, 2
 
 
 def quote_capacity_block(spec: ResolvedCluster, usage: Usage) -> BlockQuote | None:
@@ -34,14 +31,7 @@ def block_hours(days_per_month: float) -> int:
 
 
 def run_cost(stack: str, usage: Usage, as_json: bool = False, quote_block: bool = False) -> int:
-    try:
-        spec = load_spec(load_stack_config(stack), stack)
-    except StackFileError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+    spec = load_stack_spec(stack)
     if not isinstance(spec, ResolvedCluster):
         estimate, options = estimate_data(spec, usage), []
     else:
@@ -56,10 +46,10 @@ def run_cost(stack: str, usage: Usage, as_json: bool = False, quote_block: bool 
     if as_json:
         json.dump(cost_json(stack, estimate, options), sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return EXIT_OK
+        return OK
     lines = estimate_text(stack, estimate)
     if options:
         rest = sum(line.monthly(usage) for line in estimate.lines if not is_gpu_line(line))
         lines += options_text(options, rest)
     print("\n".join(lines))
-    return EXIT_OK
+    return OK

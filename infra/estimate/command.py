@@ -8,9 +8,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from infra.config import load_spec
 from infra.cost.model import estimate_cluster
-from infra.errors import ConfigError
 from infra.estimate.model import (
     GRADIENT_BYTES,
     Workload,
@@ -21,10 +19,9 @@ from infra.estimate.model import (
     step_times,
     throughput,
 )
-from infra.stack_files import StackFileError, load_stack_config
+from infra.outcome import OK, load_cluster_spec
 from infra.validation import ResolvedCluster
 
-EXIT_OK, EXIT_USAGE, EXIT_CONFIG = 0, 1, 2
 COMPARE_GBPS = (10, 100)
 SOURCES = ("S3", "FSx for Lustre", "NVMe RAID")
 
@@ -152,17 +149,7 @@ def text(doc: dict[str, Any]) -> str:
 
 
 def run_estimate(stack: str, work: Workload, as_json: bool = False) -> int:
-    try:
-        spec = load_spec(load_stack_config(stack), stack)
-    except StackFileError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_CONFIG
-    if not isinstance(spec, ResolvedCluster):
-        print(f"error: stack '{stack}' has no GPU nodes", file=sys.stderr)
-        return EXIT_USAGE
+    spec = load_cluster_spec(stack)
     if spec.fsx is not None:  # the stack's own file system, not the default assumption
         work = replace(
             work,
@@ -175,4 +162,4 @@ def run_estimate(stack: str, work: Workload, as_json: bool = False) -> int:
         sys.stdout.write("\n")
     else:
         print(text(doc))
-    return EXIT_OK
+    return OK

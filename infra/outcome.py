@@ -1,0 +1,85 @@
+"""How a `gpuc` command ends: its exit codes (documented in the README) and the one error type
+commands raise for a user-facing failure, printed as a message or, with --json, a document."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from infra.errors import AwsError, ConfigError
+
+OK = 0
+INTERNAL = 1  # a bug in gpuc: the message asks for a report
+USAGE = 2  # the command line itself (argparse, a missing confirmation)
+INPUT = 3  # your input is wrong: stack file, YAML, configuration, option values
+AWS = 4  # an AWS call failed: credentials, permissions, limits, capacity
+
+
+class CommandError(Exception):
+    def __init__(self, code: int, message: str, problems: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.problems = problems or []
+
+
+def from_exception(error: Exception) -> CommandError:
+    """The CommandError a known failure stands for; anything else is INTERNAL."""
+    from infra.stack_files import StackFileError
+
+    if isinstance(error, CommandError):
+        return error
+    if isinstance(error, ConfigError):
+        problems = [
+            {
+                "path": p.path,
+                "problem": p.problem,
+                "received": p.received,
+                "allowed": p.allowed,
+                "fix": p.fix,
+            }
+            for p in error.problems
+        ]
+        return CommandError(INPUT, str(error), problems)
+    if isinstance(error, StackFileError):
+        return CommandError(INPUT, str(error))
+    if isinstance(error, AwsError):
+        return CommandError(AWS, str(error))
+    return CommandError(
+        INTERNAL,
+        f"internal error ({type(error).__name__}: {error}); this is a bug in gpuc, please "
+        "report it with the command you ran (GPUC_DEBUG=1 shows the traceback)",
+    )
+
+
+def report(error: CommandError, as_json: bool, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    if as_json:
+        document = {
+            "error": {"code": error.code, "message": str(error), "problems": error.problems}
+        }
+        json.dump(document, out, indent=2, default=str)
+        out.write("\n")
+    else:
+        print(f"error: {error}", file=sys.stderr)
+    return error.code
+
+
+def load_stack_spec(stack: str):
+    """The stack's resolved spec, or a CommandError (INPUT) saying what is wrong."""
+    from infra.config import load_spec
+    from infra.stack_files import load_stack_config
+
+    try:
+        return load_spec(load_stack_config(stack), stack)
+    except Exception as error:
+        raise from_exception(error) from error
+
+
+def load_cluster_spec(stack: str):
+    from infra.validation import ResolvedCluster
+
+    spec = load_stack_spec(stack)
+    if not isinstance(spec, ResolvedCluster):
+        raise CommandError(INPUT, f"stack '{stack}' has no GPU nodes (role: data)")
+    return spec

@@ -1,0 +1,57 @@
+"""`gpuc` exit codes (README) and errors as JSON documents with --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import cli
+from infra.outcome import AWS, INPUT, INTERNAL, OK, USAGE
+
+
+def test_exit_codes_are_distinct_and_documented():
+    from conftest import ROOT
+
+    assert len({OK, INTERNAL, USAGE, INPUT, AWS}) == 5
+    readme = (ROOT / "README.md").read_text()
+    for code in (INTERNAL, USAGE, INPUT, AWS):
+        assert f"| {code} |" in readme
+
+
+def test_input_errors_share_one_code(capsys, tmp_path, monkeypatch):
+    assert cli.main(["plan", "--stack", "nope"]) == INPUT  # missing stack file
+    bad = {"aws:region": "us-east-1", "gpu-cluster:nodez": "3"}
+    monkeypatch.setattr("infra.stack_files.load_stack_config", lambda *a, **k: bad)
+    assert cli.main(["plan", "--stack", "train"]) == INPUT  # configuration problems
+    assert "unknown key 'nodez'" in capsys.readouterr().err
+
+
+def test_usage_errors_are_argparses_code():
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["plan"])  # --stack missing
+    assert exit_info.value.code == USAGE
+
+
+def test_an_unexpected_exception_is_an_internal_error_message(monkeypatch, capsys):
+    def broken(_args):
+        raise KeyError("boom")
+
+    monkeypatch.delenv("GPUC_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "cmd_plan", broken)
+    assert cli.main(["plan", "--stack", "train"]) == INTERNAL
+    err = capsys.readouterr().err
+    assert "internal error (KeyError" in err and "please report" in err
+    assert "Traceback" not in err
+
+
+def test_json_errors_are_a_json_document_on_stdout(capsys, monkeypatch):
+    assert cli.main(["cost", "--stack", "nope", "--json"]) == INPUT
+    assert "no stack 'nope'" in json.loads(capsys.readouterr().out)["error"]["message"]
+    bad = {"aws:region": "us-east-1", "gpu-cluster:nodez": "3"}
+    monkeypatch.setattr("infra.stack_files.load_stack_config", lambda *a, **k: bad)
+    assert cli.main(["plan", "--stack", "train", "--json"]) == INPUT
+    document = json.loads(capsys.readouterr().out)
+    assert document["error"]["code"] == INPUT
+    paths = {p["path"] for p in document["error"]["problems"]}
+    assert "gpu-cluster:nodez" in paths
