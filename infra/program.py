@@ -20,6 +20,7 @@ from infra.config import load_from_pulumi
 from infra.cost.model import estimate_cluster, is_gpu_line
 from infra.errors import AwsError, ConfigError, Problem
 from infra.facts import NOT_FOUND_CODES, ReservationFacts
+from infra.spec import DEFAULT_DATA_STACK
 from infra.validation import ResolvedCluster, ResolvedData
 from infra.validation.purchase import check_live_reservation
 
@@ -39,7 +40,7 @@ def storage_args(spec: ResolvedCluster) -> StorageArgs:
             bucket_name=storage.bucket, create=False, data_key_arn=storage.kms_key_arn
         )
     if storage.source == "stack":
-        data = pulumi.StackReference(storage.stack)
+        data = pulumi.StackReference(storage.stack or DEFAULT_DATA_STACK)
         return StorageArgs(
             bucket_name=data.require_output("bucketName"),
             create=False,

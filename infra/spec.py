@@ -11,6 +11,8 @@ from pydantic_core import PydanticCustomError
 
 PROJECT = "gpu-cluster"
 DEFAULT_VPC_CIDR = "10.42.0.0/16"
+# The project's own data stack, as self-managed backends name it (Pulumi Cloud: <org>/...).
+DEFAULT_DATA_STACK = "organization/gpu-cluster/data"
 GP3_MIN_GIB, GP3_MAX_GIB = 8, 65536
 GP3_MIN_IOPS, GP3_MAX_IOPS = 3000, 80000
 GP3_MIN_THROUGHPUT, GP3_MAX_THROUGHPUT = 125, 2000

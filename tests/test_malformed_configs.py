@@ -314,7 +314,12 @@ bad_storage = st.one_of(
     st.just(
         Mutation("existing without bucket", values=((key("storage"), '{"source": "existing"}'),))
     ),
-    st.just(Mutation("stack without stack ref", values=((key("storage"), '{"source": "stack"}'),))),
+    st.just(
+        Mutation(
+            "malformed stack ref",
+            values=((key("storage"), '{"source": "stack", "stack": "a/b/c/d"}'),),
+        )
+    ),
     st.builds(
         lambda b: merges("invalid bucket name", "storage", bucket=b),
         st.one_of(

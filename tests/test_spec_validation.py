@@ -749,10 +749,21 @@ def test_valid_existing_bucket_is_accepted():
     assert spec.storage.bucket == "my-datasets.v2"
 
 
-def test_stack_storage_without_a_stack_name():
-    problem = only_problem(config(storage={"source": "stack"}))
-    assert problem.path == "gpu-cluster:storage.stack"
-    assert problem.received == NOT_SET
+def test_a_minimal_stack_reads_the_projects_own_data_stack():
+    """storage defaults to {source: stack}: without a name it is this project's data stack."""
+    from infra.spec import DEFAULT_DATA_STACK
+
+    spec = resolved(config(drop=(key("storage"),)))
+    assert spec.storage.source == "stack" and spec.storage.stack is None
+    plan = plan_config(config(drop=(key("storage"),)))
+    assert plan.error is None, plan.error
+    (reference,) = plan.of_type("pulumi:pulumi:StackReference")
+    assert reference.inputs["name"] == DEFAULT_DATA_STACK == "organization/gpu-cluster/data"
+
+
+def test_a_malformed_data_stack_reference_is_rejected():
+    problem = only_problem(config(storage={"source": "stack", "stack": "a/b/c/d"}))
+    assert problem.path == "gpu-cluster:storage.stack" and problem.received == "a/b/c/d"
     assert "organization/gpu-cluster/data" in problem.fix
 
 

@@ -75,12 +75,12 @@ def check_storage(storage: StorageSpec, role: str) -> list[Problem]:
             )
         ]
     if storage.source == "stack":
-        if not storage.stack or not STACK_REF.match(storage.stack):
+        if storage.stack is not None and not STACK_REF.match(storage.stack):
             problems.append(
                 Problem(
                     path=key("storage.stack"),
-                    received=storage.stack or NOT_SET,
-                    problem="storage.source is 'stack' but the data stack is not named",
+                    received=storage.stack,
+                    problem="not a stack reference",
                     allowed="a stack reference: <organization>/gpu-cluster/<stack>",
                     fix="pulumi config set --path storage.stack organization/gpu-cluster/data",
                 )
