@@ -234,13 +234,23 @@ def _is_about(problem: Problem, keys: set[str]) -> bool:
     return any(path == key or path.startswith((f"{key}.", f"{key}[")) for key in keys)
 
 
+def local_stacks() -> list[str]:
+    """The stack files next to the project (none when run outside a checkout)."""
+    from infra.stack_files import StackFileError, available_stacks, project_root
+
+    try:
+        return available_stacks(project_root())
+    except StackFileError:
+        return []
+
+
 def load_spec(config: Mapping[str, str], stack: str):
     """Shape checks, then meaning checks; every problem is raised at once as a ConfigError."""
     from infra.validation import resolve
 
     spec, problems, dropped = parse_spec(config)
     if spec is not None and "role" not in dropped:  # without a role, meaning checks would guess
-        resolved, meaning = resolve(spec, stack)
+        resolved, meaning = resolve(spec, stack, known_stacks=local_stacks())
         problems += [p for p in meaning if not _is_about(p, dropped)]
         if not problems:
             return resolved

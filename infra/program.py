@@ -110,6 +110,9 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             tags=cluster_tags(spec.name, spec.tags, spec.stack),
         ),
     )
+    for warning in spec.warnings:
+        pulumi.log.warn(warning)
+    pulumi.export("configWarnings", list(spec.warnings))
     pulumi.export("instanceType", spec.facts.instance_type)
     pulumi.export("nodeCount", spec.node_count)
     pulumi.export("purchaseOption", spec.purchase_option)

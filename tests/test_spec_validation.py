@@ -1070,3 +1070,26 @@ def test_no_free_range_is_said_plainly():
     avoid = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
     problem = only_problem(config(network={"vpcCidr": "10.42.0.0/16", "avoidCidrs": avoid}))
     assert problem.fix.startswith("no /16 private range is free of avoidCidrs")
+
+
+def test_valid_but_suspicious_settings_are_warned_about():
+    big = resolved(config(nodes="10000", network={"vpcCidr": "10.0.0.0/16"}))
+    (size,) = [w for w in big.warnings if w.startswith("nodes: 10000")]
+    assert "80,000 GPUs" in size and "960,000 vCPUs" in size
+    monthly = on_demand_hourly("us-east-1", "p4d.24xlarge") * 10000 * 730
+    assert f"${monthly:,.0f}/month" in size
+    public = resolved(config(network={"vpcCidr": "8.8.0.0/16"}))
+    assert any("8.8.0.0/16 is public address space" in w for w in public.warnings)
+    typo = resolved(config(storage={"source": "stack", "stack": "organization/gpu-cluster/dtaa"}))
+    (stack,) = typo.warnings
+    assert "no Pulumi.dtaa.yaml" in stack and "did you mean 'data'?" in stack
+    assert resolved(config()).warnings == ()  # train-like: nothing to say
+
+
+def test_the_plan_prints_the_warnings():
+    plan = plan_config(config(nodes="100"))
+    assert plan.error is None, plan.error
+    (warning,) = plan.outputs["configWarnings"]
+    from infra.plan.render import text_tree
+
+    assert f"warning: {warning}" in text_tree(plan)

@@ -127,6 +127,7 @@ def text_tree(plan: Plan) -> str:
         )
         lines += [f"  {note}" for note in outputs.get("costNotes", [])]
         lines.append("  `gpuc cost --stack <stack>` breaks it down and compares purchase options")
+    lines += [f"warning: {warning}" for warning in outputs.get("configWarnings", [])]
     lines += ["", "Outputs:"]
     lines += [f"  {name}: {json.dumps(value)}" for name, value in outputs.items()]
     return "\n".join(lines)

@@ -33,6 +33,7 @@ from infra.validation.names import check_data_stack, check_name, check_region, c
 from infra.validation.network import check_network
 from infra.validation.purchase import check_purchase
 from infra.validation.storage import check_fsx, check_storage
+from infra.validation.warnings import data_stack_warning, size_warning, vpc_warning
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class ResolvedCluster:
     tags: dict[str, str]
     hourly_usd: float | None
     fsx: FsxSpec | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def total_gpus(self) -> int:
@@ -73,7 +75,10 @@ class ResolvedData:
 
 
 def resolve(
-    spec: StackSpec, stack: str, catalog: Catalog | None = None
+    spec: StackSpec,
+    stack: str,
+    catalog: Catalog | None = None,
+    known_stacks: list[str] | None = None,
 ) -> tuple[ResolvedCluster | ResolvedData | None, list[Problem]]:
     """Every meaning check; a resolved stack only when there is no problem at all."""
     catalog = catalog or load_catalog()
@@ -129,6 +134,26 @@ def resolve(
             tags=dict(spec.tags),
             hourly_usd=on_demand_hourly(spec.region, facts.instance_type),
             fsx=spec.fsx,
+            warnings=cluster_warnings(spec, facts, layout, known_stacks or []),
         ),
         [],
     )
+
+
+def cluster_warnings(
+    spec: StackSpec, facts: InstanceFacts, layout: SubnetLayout, known_stacks: list[str]
+) -> tuple[str, ...]:
+    hourly = on_demand_hourly(spec.region, facts.instance_type)
+    found = [
+        size_warning(
+            facts.instance_type,
+            spec.nodes,
+            facts.gpu_count * spec.nodes,
+            facts.vcpus * spec.nodes,
+            hourly * spec.nodes if hourly else None,
+        ),
+        vpc_warning(layout.vpc),
+    ]
+    if spec.storage.source == "stack" and spec.storage.stack:
+        found.append(data_stack_warning(spec.storage.stack, known_stacks))
+    return tuple(w for w in found if w)
