@@ -60,6 +60,16 @@ class InstanceFacts:
         return self.gpu_count >= 1 and self.gpu_partition >= 1.0
 
     @property
+    def gpus(self) -> float:
+        """GPUs per node: the count, or the slice of one GPU a fractional type has (g6f: 1/8)."""
+        return self.gpu_count if self.is_whole_gpu else self.gpu_partition
+
+    @property
+    def processes_per_node(self) -> int:
+        """torchrun processes per node: one per GPU, one for a GPU slice."""
+        return max(1, self.gpu_count)
+
+    @property
     def nvme_total_gb(self) -> int:
         return self.nvme_disk_count * self.nvme_disk_size_gb
 

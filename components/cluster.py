@@ -61,8 +61,8 @@ class GpuClusterArgs:
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
-    def total_gpus(self) -> int:
-        return self.facts.gpu_count * self.node_count
+    def total_gpus(self) -> float:
+        return self.facts.gpus * self.node_count
 
 
 def ssm_session_command(instance_id: str, region: str) -> str:
@@ -175,7 +175,7 @@ class GpuCluster(pulumi.ComponentResource):
                 child,
             )
             lustre_target = self.lustre.mount_target
-        gpus_per_node = args.facts.gpu_count
+        gpus_per_node = args.facts.processes_per_node
         # all-reduce across nodes cannot beat the node's network (nccl-tests' busbw, GB/s)
         self.expected_busbw_gbytes = node_network_gbps(args.facts, args.efa) / 8
         efa_interfaces = efa_interface_count(nic_layout(args.facts, args.efa))

@@ -1093,3 +1093,26 @@ def test_the_plan_prints_the_warnings():
     from infra.plan.render import text_tree
 
     assert f"warning: {warning}" in text_tree(plan)
+
+
+OWN_AMI = {"id": "ami-0123456789abcdef0", "architecture": "x86_64"}
+
+
+def test_a_gpu_slice_is_counted_as_its_fraction_and_runs_one_process():
+    import base64
+
+    cfg = config(instanceType="g6f.xlarge", nodes="1", ami=OWN_AMI)
+    spec = resolved(cfg)
+    assert spec.total_gpus == 0.125 and spec.facts.gpu_memory_mib == 2861
+    plan = plan_config(cfg)
+    assert plan.error is None, plan.error
+    assert plan.outputs["totalGpus"] == 0.125
+    (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert "GPUS_PER_NODE=1\n" in base64.b64decode(template.inputs["userData"]).decode()
+
+
+def test_gpu_slices_are_refused_for_multi_node_training():
+    problem = only_problem(config(instanceType="g6f.xlarge", nodes="2", ami=OWN_AMI))
+    assert problem.path == key("instanceType") and problem.received == "g6f.xlarge"
+    assert problem.problem == "g6f.xlarge has 0.125 of an L4 (2861 MiB); 2 nodes need whole GPUs"
+    assert problem.allowed.startswith("whole-GPU L4 types: g6.12xlarge")

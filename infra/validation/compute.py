@@ -356,3 +356,25 @@ def check_dlami_support(spec: StackSpec, facts: InstanceFacts, catalog: Catalog)
             "built for this type",
         )
     ]
+
+
+def check_whole_gpus(
+    spec: StackSpec, facts: InstanceFacts, efa: bool, catalog: Catalog
+) -> list[Problem]:
+    """A GPU slice (g6f, gr6f) serves one process on one node; training across nodes or over
+    EFA needs whole GPUs."""
+    if facts.is_whole_gpu or (spec.nodes == 1 and not efa):
+        return []
+    whole = [f.instance_type for f in catalog.types_for_gpu(facts.gpu_model)][:6]
+    return [
+        Problem(
+            path=key("instanceType"),
+            received=facts.instance_type,
+            problem=f"{facts.instance_type} has {facts.gpu_partition:g} of an {facts.gpu_model} "
+            f"({facts.gpu_memory_mib} MiB); {spec.nodes} nodes"
+            + (" with EFA" if efa else "")
+            + " need whole GPUs",
+            allowed=f"whole-GPU {facts.gpu_model} types: {', '.join(whole)}",
+            fix=f"pulumi config set instanceType {whole[0] if whole else '<type>'}, or nodes 1",
+        )
+    ]

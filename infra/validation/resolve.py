@@ -26,6 +26,7 @@ from infra.validation.compute import (
     check_dlami_support,
     check_efa,
     check_root_volume,
+    check_whole_gpus,
     check_zone,
     pick_instance_type,
 )
@@ -57,8 +58,8 @@ class ResolvedCluster:
     warnings: tuple[str, ...] = ()
 
     @property
-    def total_gpus(self) -> int:
-        return self.facts.gpu_count * self.node_count
+    def total_gpus(self) -> float:
+        return self.facts.gpus * self.node_count
 
     @property
     def purchase_option(self) -> str:
@@ -110,6 +111,7 @@ def resolve(
     problems += found
     problems += check_ami(spec.ami, facts)
     problems += check_dlami_support(spec, facts, catalog)
+    problems += check_whole_gpus(spec, facts, efa, catalog)
     slots = nic_layout(facts, efa and facts.efa_supported)
     layout, found = check_network(spec.network, spec.nodes, ip_addresses_per_node(slots), efa)
     problems += found
