@@ -1116,3 +1116,29 @@ def test_gpu_slices_are_refused_for_multi_node_training():
     assert problem.path == key("instanceType") and problem.received == "g6f.xlarge"
     assert problem.problem == "g6f.xlarge has 0.125 of an L4 (2861 MiB); 2 nodes need whole GPUs"
     assert problem.allowed.startswith("whole-GPU L4 types: g6.12xlarge")
+
+
+@pytest.mark.parametrize(
+    ("fix", "yaml"),
+    [
+        ("pulumi config set efa true", "gpu-cluster:efa: true"),
+        ("pulumi config set aws:region us-east-1", "aws:region: us-east-1"),
+        (
+            "pulumi config set --path network.vpcCidr 10.42.0.0/16",
+            "gpu-cluster:network: {vpcCidr: 10.42.0.0/16}",
+        ),
+        ("pulumi config rm --path storage.stack", "delete gpu-cluster:storage.stack"),
+        ("pulumi config set instanceType <type>", None),
+        ("did you mean 'nodes'? remove it", None),
+    ],
+)
+def test_fixes_also_say_what_to_write_in_the_stack_file(fix, yaml):
+    from infra.errors import yaml_fix
+
+    assert yaml_fix(fix) == yaml
+
+
+def test_rendered_problems_carry_the_yaml_line_for_the_stack():
+    with pytest.raises(ConfigError) as error:
+        load_spec(config(efa="yes"), "mystack")
+    assert "or in stacks/Pulumi.mystack.yaml: gpu-cluster:efa: true" in str(error.value)
