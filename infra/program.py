@@ -114,6 +114,8 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
         pulumi.log.warn(warning)
     pulumi.export("configWarnings", list(spec.warnings))
     pulumi.export("instanceType", spec.facts.instance_type)
+    if spec.choice_note:
+        pulumi.export("instanceChoice", spec.choice_note)
     pulumi.export("nodeCount", spec.node_count)
     pulumi.export("purchaseOption", spec.purchase_option)
     pulumi.export("totalGpus", cluster.total_gpus)

@@ -231,3 +231,16 @@ def test_other_providers_keys_and_real_aws_keys_stay_allowed():
 
     config = {**TRAIN_LIKE, "aws:profile": "ml", "random:seed": "1", "kubernetes:context": "x"}
     assert load_spec(config, "train").node_count == 4
+
+
+def test_a_gpu_request_says_why_it_became_its_type():
+    plan = plan_stack("experiment")
+    note = plan.outputs["instanceChoice"]
+    from infra.cost.gpu_prices import on_demand_hourly
+
+    g5_12 = on_demand_hourly("us-east-1", "g5.12xlarge")
+    g5_24 = on_demand_hourly("us-east-1", "g5.24xlarge")
+    assert g5_12 < g5_24
+    assert note.startswith(f"gpu: A10G x 4 -> g5.12xlarge (${g5_12:,.2f}/h): the cheapest")
+    assert f"runners-up: g5.24xlarge (${g5_24:,.2f}/h)" in note
+    assert "instanceChoice" not in plan_stack("train").outputs  # asked by type: nothing to say

@@ -104,6 +104,8 @@ def text_tree(plan: Plan) -> str:
             f"   GPUs: {outputs['totalGpus']}"
             f"   EFA interfaces per node: {outputs['efaInterfacesPerNode']}"
         )
+    if "instanceChoice" in outputs:
+        lines.append(f"Type: {outputs['instanceChoice']}")
     if "nodeStorage" in outputs:
         lines.append(f"Per node: NVMe scratch {outputs['nodeStorage']}")
         lines.append(f"Data: {outputs['dataPath']}")

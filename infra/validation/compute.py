@@ -109,10 +109,40 @@ def pick_instance_type(
 def pick_by_gpu(
     spec: StackSpec, catalog: Catalog, zone_ok: bool
 ) -> tuple[InstanceFacts | None, list[Problem]]:
+    ranked, problems = ranked_by_price(spec, catalog, zone_ok)
+    return (ranked[0] if ranked else None), problems
+
+
+def gpu_choice_note(spec: StackSpec, catalog: Catalog) -> str | None:
+    """Why a `gpu:` request became the type it did, with the runners-up."""
+    if not spec.gpu or spec.instance_type:
+        return None
+    ranked, _ = ranked_by_price(spec, catalog, zone_ok=True)
+    if not ranked:
+        return None
+
+    def price(facts: InstanceFacts) -> str:
+        usd = on_demand_hourly(spec.region, facts.instance_type)
+        return f"${usd:,.2f}/h" if usd is not None else "no price"
+
+    chosen, others = ranked[0], ranked[1:4]
+    note = (
+        f"gpu: {spec.gpu} x {chosen.gpu_count} -> {chosen.instance_type} ({price(chosen)}): the "
+        f"cheapest such type offered in {spec.availability_zone} at the snapshot's on-demand price"
+    )
+    if others:
+        note += "; runners-up: " + ", ".join(f"{f.instance_type} ({price(f)})" for f in others)
+    return note
+
+
+def ranked_by_price(
+    spec: StackSpec, catalog: Catalog, zone_ok: bool
+) -> tuple[list[InstanceFacts], list[Problem]]:
+    """The types that satisfy a gpu request, cheapest first (or why none does)."""
     assert spec.gpu is not None
     models = catalog.gpu_models
     if not catalog.types_for_gpu(spec.gpu):
-        return None, [
+        return [], [
             Problem(
                 path=key("gpu"),
                 received=spec.gpu,
@@ -125,7 +155,7 @@ def pick_by_gpu(
     wanted = spec.gpus_per_node or counts[0]
     candidates = catalog.types_for_gpu(spec.gpu, wanted)
     if not candidates:
-        return None, [
+        return [], [
             Problem(
                 path=key("gpusPerNode"),
                 received=spec.gpus_per_node,
@@ -147,7 +177,7 @@ def pick_by_gpu(
         zones = sorted(
             {z for f in candidates for z in catalog.zones_offering(spec.region, f.instance_type)}
         )
-        return None, [
+        return [], [
             Problem(
                 path=key("gpu"),
                 received=f"{wanted} x {spec.gpu}",
@@ -167,7 +197,7 @@ def pick_by_gpu(
         price = on_demand_hourly(spec.region, facts.instance_type)
         return (price if price is not None else float("inf"), facts.vcpus, facts.instance_type)
 
-    return min(offered, key=price_key), []
+    return sorted(offered, key=price_key), []
 
 
 def check_offered(

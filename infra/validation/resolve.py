@@ -28,6 +28,7 @@ from infra.validation.compute import (
     check_root_volume,
     check_whole_gpus,
     check_zone,
+    gpu_choice_note,
     pick_instance_type,
 )
 from infra.validation.names import check_data_stack, check_name, check_region, check_tags
@@ -56,6 +57,7 @@ class ResolvedCluster:
     hourly_usd: float | None
     fsx: FsxSpec | None = None
     warnings: tuple[str, ...] = ()
+    choice_note: str | None = None  # why a gpu request became this type
 
     @property
     def total_gpus(self) -> float:
@@ -137,6 +139,7 @@ def resolve(
             hourly_usd=on_demand_hourly(spec.region, facts.instance_type),
             fsx=spec.fsx,
             warnings=cluster_warnings(spec, facts, layout, known_stacks or []),
+            choice_note=gpu_choice_note(spec, catalog),
         ),
         [],
     )
