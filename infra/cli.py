@@ -63,6 +63,54 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_stacks(args: argparse.Namespace) -> int:
+    from infra.cost.model import estimate_cluster, estimate_data
+    from infra.outcome import load_stack_spec
+    from infra.stack_files import available_stacks, project_root
+    from infra.validation import ResolvedCluster
+
+    rows = []
+    for stack in available_stacks(project_root()):
+        try:
+            spec = load_stack_spec(stack)
+        except CommandError as error:
+            rows.append({"stack": stack, "error": str(error).splitlines()[0]})
+            continue
+        if isinstance(spec, ResolvedCluster):
+            rows.append(
+                {
+                    "stack": stack,
+                    "stage": spec.tags.get("stage", "-"),
+                    "instanceType": spec.facts.instance_type,
+                    "nodes": spec.node_count,
+                    "gpus": spec.total_gpus,
+                    "purchaseOption": spec.purchase_option,
+                    "usdPerHour": round(estimate_cluster(spec).hourly_usd, 2),
+                }
+            )
+        else:
+            hourly = estimate_data(spec).hourly_usd
+            rows.append({"stack": stack, "stage": "data", "usdPerHour": round(hourly, 4)})
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return OK
+    print(
+        f"{'stack':<14}{'stage':<12}{'type':<18}{'nodes':>6}{'GPUs':>7}  {'bought':<22}{'$/h':>10}"
+    )
+    for row in rows:
+        if "error" in row:
+            print(f"{row['stack']:<14}{row['error']}")
+            continue
+        print(
+            f"{row['stack']:<14}{row['stage']:<12}{row.get('instanceType', '-'):<18}"
+            f"{row.get('nodes', 0):>6}{row.get('gpus', 0):>7g}  "
+            f"{row.get('purchaseOption', '-'):<22}"
+            f"{row['usdPerHour']:>10,.2f}"
+        )
+    return OK
+
+
 def cmd_cost(args: argparse.Namespace) -> int:
     from infra.cost.command import run_cost
     from infra.cost.model import Usage
@@ -150,6 +198,9 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
     plan.set_defaults(func=cmd_plan)
+    stacks = sub.add_parser("stacks", help="the stack files: stage, type, nodes, GPUs, $/h")
+    stacks.add_argument("--json", action="store_true")
+    stacks.set_defaults(func=cmd_stacks)
     cost = sub.add_parser("cost", help="a stack's cost, line by line, and every way to buy it")
     cost.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     cost.add_argument(

@@ -244,3 +244,15 @@ def test_a_gpu_request_says_why_it_became_its_type():
     assert note.startswith(f"gpu: A10G x 4 -> g5.12xlarge (${g5_12:,.2f}/h): the cheapest")
     assert f"runners-up: g5.24xlarge (${g5_24:,.2f}/h)" in note
     assert "instanceChoice" not in plan_stack("train").outputs  # asked by type: nothing to say
+
+
+def test_gpuc_stacks_lists_every_stage():
+    result = gpuc("stacks", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["stack"]: row for row in json.loads(result.stdout)}
+    assert set(rows) == set(STACKS)
+    assert rows["train"]["gpus"] == 32 and rows["train"]["instanceType"] == "p4d.24xlarge"
+    assert rows["experiment"]["purchaseOption"] == "spot"
+    assert rows["data"]["stage"] == "data"
+    text = gpuc("stacks")
+    assert "train" in text.stdout and "p4d.24xlarge" in text.stdout
