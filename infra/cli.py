@@ -32,21 +32,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_catalog_list(args: argparse.Namespace) -> int:
     from components.catalog import load_catalog
-    from infra.cost.gpu_prices import on_demand_hourly
+    from infra.catalog_list import catalog_rows, catalog_text
+    from infra.cost.gpu_prices import price_table
 
-    catalog = load_catalog()
-    print(
-        f"{'type':<20}{'gpu':<22}{'vcpu':>5}{'efa':>5}{'cards':>6}{'nvme':>10}  $/h ({args.region})"
+    rows = catalog_rows(
+        load_catalog(), price_table(), args.region, args.gpu, args.min_gpus, args.offered
     )
-    for name, facts in sorted(catalog.instance_types.items()):
-        price = on_demand_hourly(args.region, name)
-        zones = catalog.zones_offering(args.region, name)
-        print(
-            f"{name:<20}{f'{facts.gpu_count} x {facts.gpu_model}':<22}{facts.vcpus:>5}"
-            f"{facts.max_efa_interfaces:>5}{len(facts.network_cards):>6}"
-            f"{f'{facts.nvme_disk_count}x{facts.nvme_disk_size_gb}':>10}  "
-            f"{f'{price:.2f}' if price else '-':>7}  {' '.join(zones)}"
-        )
+    print(catalog_text(rows, args.region))
     return OK
 
 
@@ -280,6 +272,9 @@ def parser() -> argparse.ArgumentParser:
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
     listing = catalog_sub.add_parser("list", help="list GPU instance types")
     listing.add_argument("--region", default="us-east-1")
+    listing.add_argument("--gpu", help="only this GPU model, e.g. A100")
+    listing.add_argument("--min-gpus", type=float, default=0, help="at least this many per node")
+    listing.add_argument("--offered", action="store_true", help="only types offered in the region")
     listing.set_defaults(func=cmd_catalog_list)
     refresh = catalog_sub.add_parser("refresh", help="rebuild the catalog from EC2 (boto3)")
     refresh.add_argument("--region", action="append", help="region to describe (repeatable)")

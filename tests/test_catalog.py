@@ -109,3 +109,27 @@ def test_a_missing_profile_or_a_bad_region_is_a_message(monkeypatch, capsys):
     monkeypatch.delenv("AWS_PROFILE")
     assert main(["catalog", "refresh", "--region", "bad region!"]) == AWS
     assert "'bad region!'" in capsys.readouterr().err
+
+
+def test_catalog_list_filters_sorts_by_price_and_aligns(capsys):
+    from infra.cost.gpu_prices import on_demand_hourly
+    from infra.outcome import INPUT
+
+    assert main(["catalog", "list", "--gpu", "a100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["p4d.24xlarge", "p4de.24xlarge"]
+    p4d = on_demand_hourly("us-east-1", "p4d.24xlarge")
+    assert f"{p4d:,.3f}" in lines[1] and f"{p4d / 8:,.3f}" in lines[1]  # $/GPU-hour
+    assert main(["catalog", "list", "--offered"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0]
+    column = header.index("$/h")
+    assert all(len(line) > column for line in lines[1:])
+    priced = [line for line in lines[1:] if "no price" not in line[column - 8 : column + 3]]
+    prices = [float(line[column - 8 : column + 3].replace(",", "")) for line in priced]
+    assert prices == sorted(prices)
+    long_name = next(line for line in lines if "RTX PRO Server 6000" in line)
+    assert long_name.index("RTX PRO Server 6000") < header.index("GiB/GPU")  # no overflow
+    assert main(["catalog", "list", "--region", "us-east-9"]) == INPUT
+    assert "did you mean 'us-east-2'?" in capsys.readouterr().err
+    assert main(["catalog", "list", "--gpu", "A1000"]) == INPUT
