@@ -256,3 +256,22 @@ def test_gpuc_stacks_lists_every_stage():
     assert rows["data"]["stage"] == "data"
     text = gpuc("stacks")
     assert "train" in text.stdout and "p4d.24xlarge" in text.stdout
+
+
+def test_text_and_json_count_the_same_steps_and_json_carries_masked_config():
+    import re
+
+    from infra.plan.render import masked_config
+
+    text = gpuc("plan", "--stack", "train").stdout
+    doc = json.loads(gpuc("plan", "--stack", "train", "--json").stdout)
+    match = re.search(r"Steps: (\d+) to create .*, (\d+) to read", text)
+    assert match and doc["changeSummary"] == {
+        "create": int(match.group(1)),
+        "read": int(match.group(2)),
+    }
+    assert doc["config"]["gpu-cluster:instanceType"] == "p4d.24xlarge"
+    assert masked_config({"a:b": '{"secure": "v1:abc"}', "a:c": "plain"}) == {
+        "a:b": "[secret]",
+        "a:c": "plain",
+    }

@@ -56,6 +56,7 @@ class Plan:
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
     invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: ConfigError | None = None
+    config: dict[str, str] = field(default_factory=dict)  # what it planned with
 
     def of_type(self, type_: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_]
@@ -198,7 +199,7 @@ def run_plan(
     ROOT.set(None)  # a fresh root Stack per plan: no outputs or parents leak between runs
     SETTINGS.outputs.clear()
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    plan = Plan(stack=stack)
+    plan = Plan(stack=stack, config=dict(config))
     # A plan allocates hundreds of thousands of objects and frees almost none of them in cycles,
     # so the cyclic GC only rescans the live heap (all of pulumi_aws included) over and over:
     # half the time of a 2048-GPU plan, and growing faster than the cluster. Pause it for the

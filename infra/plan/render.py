@@ -25,6 +25,22 @@ KEY_INPUTS = (
 )
 
 
+SECRET = "[secret]"
+
+
+def masked_config(config: dict[str, str]) -> dict[str, str]:
+    """The stack config, with Pulumi secrets (`{secure: ...}` values) masked."""
+
+    def mask(value: str) -> str:
+        try:
+            decoded = json.loads(value)
+        except (TypeError, ValueError):
+            return value
+        return SECRET if isinstance(decoded, dict) and set(decoded) == {"secure"} else value
+
+    return {key: mask(value) for key, value in sorted(config.items())}
+
+
 def preview_json(plan: Plan) -> dict[str, Any]:
     """The document `pulumi preview --json` prints: steps[] with newState, and changeSummary."""
     steps = [
@@ -46,7 +62,7 @@ def preview_json(plan: Plan) -> dict[str, Any]:
         for r in plan.resources
     ]
     return {
-        "config": {},
+        "config": masked_config(plan.config),
         "steps": steps,
         "outputs": plan.outputs,
         "changeSummary": dict(Counter(step["op"] for step in steps)),
@@ -92,10 +108,12 @@ def text_tree(plan: Plan) -> str:
     walk("", 0)
     custom = Counter(r.type for r in plan.resources if r.custom and r.op == "create")
     components = sum(1 for r in plan.resources if not r.custom and r.type != STACK_TYPE)
+    ops = Counter(r.op for r in plan.resources)  # what `changeSummary` counts in --json
+    reads = f", {ops['read']} to read" if ops.get("read") else ""
     lines += [
         "",
-        f"Resources: {sum(custom.values())} to create ({len(custom)} resource types, "
-        f"{components} components)",
+        f"Steps: {ops['create']} to create ({sum(custom.values())} resources of {len(custom)} "
+        f"types, {components} components, the stack){reads}",
     ]
     outputs = plan.outputs
     if "nodeCount" in outputs:
