@@ -19,7 +19,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from infra.plan.render import preview_json, text_tree
     from infra.stack_files import load_stack_config
 
-    plan = run_plan(args.stack, load_stack_config(args.stack))
+    plan = run_plan(args.stack, load_stack_config(args.stack), preview=True)
     if plan.error is not None:
         raise from_exception(plan.error)
     if args.json:

@@ -275,3 +275,20 @@ def test_text_and_json_count_the_same_steps_and_json_carries_masked_config():
         "a:b": "[secret]",
         "a:c": "plain",
     }
+
+
+def test_the_cli_plan_shows_values_known_only_after_up_as_placeholders():
+    doc = json.loads(gpuc("plan", "--stack", "train", "--json").stdout)
+    states = {s["newState"]["type"]: s["newState"] for s in doc["steps"]}
+    group = states["aws:autoscaling/group:Group"]["inputs"]
+    assert group["launchTemplate"] == {"id": "output<string>", "version": "output<string>"}
+    assert group["vpcZoneIdentifiers"] == ["output<string>"]
+    assert doc["outputs"]["nodeGroupName"] == "output<string>"
+    # what the program knows before anything exists stays concrete
+    assert states["aws:ec2/launchTemplate:LaunchTemplate"]["inputs"]["instanceType"] == (
+        "p4d.24xlarge"
+    )
+    assert doc["outputs"]["estimatedUsdPerHour"] > 0
+    assert not any(
+        "pulumi.output.Unknown" in json.dumps(s["newState"]["inputs"]) for s in doc["steps"]
+    )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 from google.protobuf import json_format
+from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.config import set_all_config
@@ -72,9 +73,12 @@ class Plan:
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, keeping what the engine would receive for each resource."""
 
-    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+    def __init__(self, mocks: pulumi.runtime.Mocks, preview: bool = False) -> None:
         super().__init__(mocks)
         self.planned: list[PlannedResource] = []
+        # As `pulumi preview`: what AWS computes on create (ids, ARNs, names, addresses) is
+        # unknown, so inputs that use it show as output<string>.
+        self.preview = preview
 
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
@@ -95,6 +99,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             )
         )
         self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, resource_id, state)
+        if self.preview and request.custom:
+            obj = _sync_await(rpc.serialize_properties(inputs, {}))
+            return resource_pb2.RegisterResourceResponse(urn=urn, id="", object=obj)
         obj = _sync_await(rpc.serialize_properties(state, {}))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=obj)
 
@@ -125,7 +132,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 name=request.name,
                 custom=bool(request.custom),
                 parent=request.parent,
-                inputs=whole_numbers(inputs),
+                inputs=placeholders(whole_numbers(inputs)),
                 dependencies=tuple(request.dependencies),
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
@@ -151,8 +158,24 @@ def whole_numbers(value: Any) -> Any:
     return value
 
 
+UNKNOWN_TEXT = "output<string>"  # how `pulumi preview` shows a value known only after `up`
+
+
+def placeholders(value: Any) -> Any:
+    """The engine's unknown sentinel, shown the way `pulumi preview` shows it."""
+    if isinstance(value, Unknown) or (isinstance(value, str) and value == rpc.UNKNOWN):
+        return UNKNOWN_TEXT
+    if isinstance(value, dict):
+        return {k: placeholders(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [placeholders(v) for v in value]
+    return value
+
+
 def _resolve(value: Any) -> Any:
     if isinstance(value, pulumi.Output):
+        if not _sync_await(value.is_known()):
+            return UNKNOWN_TEXT
         # apply/all/resource outputs already hold deeply unwrapped values; from_input would
         # wrap every list element in a new Output again (~50 ms for a 2048-GPU plan's lists)
         return _sync_await(value.future())
@@ -189,16 +212,17 @@ def run_plan(
     config: dict[str, str],
     program: Path = PROGRAM,
     reservation_lookup: ReservationLookup | None = None,
+    preview: bool = False,
 ) -> Plan:
     """Plan one stack: the program's resources and outputs, or the ConfigError it raised.
     Offline, reservations are not looked up unless a ``reservation_lookup`` is given."""
     region = config.get("aws:region", "us-east-1")
     mocks = PlanMocks(region, load_catalog().zones(region))
-    monitor = RecordingMonitor(mocks)
+    monitor = RecordingMonitor(mocks, preview)
     set_all_config(dict(config))
     ROOT.set(None)  # a fresh root Stack per plan: no outputs or parents leak between runs
     SETTINGS.outputs.clear()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     plan = Plan(stack=stack, config=dict(config))
     # A plan allocates hundreds of thousands of objects and frees almost none of them in cycles,
     # so the cyclic GC only rescans the live heap (all of pulumi_aws included) over and over:
