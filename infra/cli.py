@@ -1,4 +1,5 @@
-"""`gpuc`: offline plans and catalog upkeep. User mistakes print a message, never a traceback."""
+"""`gpuc`: a thin dispatcher - offline plans, costs, estimates, stacks, catalog and prices, capacity
+blocks. Commands raise CommandError; main() turns every failure into a message and exit code."""
 
 from __future__ import annotations
 
