@@ -56,6 +56,24 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from infra.aws.preflight import FAIL, Clients, run_preflight
+    from infra.outcome import load_cluster_spec
+
+    spec = load_cluster_spec(args.stack)
+    checks = run_preflight(spec, Clients.for_region(spec.region))
+    if args.json:
+        json.dump([vars(check) for check in checks], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"Preflight for stack '{args.stack}' ({spec.region}, {spec.availability_zone}):")
+        for check in checks:
+            print(f"  {check.status.upper():<5} {check.name:<18} {check.detail}")
+            if check.fix and check.status != "pass":
+                print(f"        fix: {check.fix}")
+    return AWS if any(check.status == FAIL for check in checks) else OK
+
+
 def cmd_stacks(args: argparse.Namespace) -> int:
     from infra.cost.model import estimate_cluster, estimate_data
     from infra.outcome import load_stack_spec
@@ -191,6 +209,10 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
     plan.set_defaults(func=cmd_plan)
+    preflight = sub.add_parser("preflight", help="read-only checks before pulumi up (needs AWS)")
+    preflight.add_argument("--stack", "-s", required=True)
+    preflight.add_argument("--json", action="store_true")
+    preflight.set_defaults(func=cmd_preflight)
     stacks = sub.add_parser("stacks", help="the stack files: stage, type, nodes, GPUs, $/h")
     stacks.add_argument("--json", action="store_true")
     stacks.set_defaults(func=cmd_stacks)

@@ -3,6 +3,8 @@ the live reservation (its instance type, zone, size and state)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import boto3
 
 from infra.aws import AwsError, call, client
@@ -10,10 +12,10 @@ from infra.facts import NOT_FOUND_CODES, ReservationFacts
 
 
 def describe_reservation(
-    reservation_id: str, region: str, session: boto3.Session | None = None
+    reservation_id: str, region: str, session: boto3.Session | None = None, ec2: Any = None
 ) -> ReservationFacts:
     """The reservation's facts; AwsError (code ...NotFound) when it does not exist."""
-    ec2 = client("ec2", region, session)
+    ec2 = ec2 or client("ec2", region, session)
     found = call(
         ec2, "ec2", "DescribeCapacityReservations", CapacityReservationIds=[reservation_id]
     ).get("CapacityReservations", [])

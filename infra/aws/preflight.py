@@ -1,0 +1,300 @@
+"""`gpuc preflight`: read-only checks before `pulumi up`, each pass / warn / fail with the fix -
+so a deployment does not fail twenty minutes in on capacity, quota, offering or AMI problems.
+Every call goes through the one boto3 wrapper; nothing is created (RunInstances is a DryRun)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+
+from components.catalog import load_catalog
+from components.dlami import dlami, dlami_image_name
+from components.purchase import CapacityBlock, CapacityReservation, Spot
+from components.quotas import on_demand_quota, spot_quota
+from infra.aws import call, client, paginate
+from infra.errors import AwsError
+from infra.validation import ResolvedCluster
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+# Service Quotas codes of the EC2 vCPU quotas (service code ec2)
+QUOTA_CODES = {
+    "Running On-Demand P instances": "L-417A185B",
+    "Running On-Demand G and VT instances": "L-DB2E81BA",
+    "All P Spot Instance Requests": "L-7212CCBC",
+    "All G and VT Spot Instance Requests": "L-3819A6DF",
+}
+DRY_RUN_ADVICE = {
+    "InstanceLimitExceeded": "the account's instance limit for this type is reached: request "
+    "a quota increase (Service Quotas) or use fewer nodes",
+    "VcpuLimitExceeded": "the vCPU quota is too small: request an increase in Service Quotas",
+    "InsufficientInstanceCapacity": "AWS has no capacity for this type in the zone now: try "
+    "another zone, a capacity reservation or a Capacity Block",
+    "Unsupported": "the type is not supported in this zone (or with this AMI): pick a zone "
+    "from `gpuc catalog list`",
+    "UnauthorizedOperation": "the caller may not launch instances (ec2:RunInstances), or may "
+    "not use the AMI or its KMS key",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+    value: str | None = None  # what later checks use (the account, the AMI id)
+
+
+@dataclass
+class Clients:
+    ec2: Any
+    sts: Any
+    quotas: Any
+    s3: Any
+
+    @classmethod
+    def for_region(cls, region: str, session: boto3.Session | None = None) -> Clients:
+        return cls(
+            ec2=client("ec2", region, session),
+            sts=client("sts", region, session),
+            quotas=client("service-quotas", region, session),
+            s3=client("s3", region, session),
+        )
+
+
+def check_credentials(spec: ResolvedCluster, aws: Clients) -> Check:
+    who = call(aws.sts, "sts", "GetCallerIdentity")
+    return Check(
+        "credentials", PASS, f"account {who['Account']} as {who['Arn']}", value=who["Account"]
+    )
+
+
+def check_offering(spec: ResolvedCluster, aws: Clients) -> Check:
+    kind, zone = spec.facts.instance_type, spec.availability_zone
+    zones = sorted(
+        offer["Location"]
+        for offer in paginate(
+            aws.ec2,
+            "ec2",
+            "DescribeInstanceTypeOfferings",
+            "InstanceTypeOfferings",
+            LocationType="availability-zone",
+            Filters=[{"Name": "instance-type", "Values": [kind]}],
+        )
+    )
+    if zone in zones:
+        return Check("offering", PASS, f"{kind} is offered in {zone} (in this account)")
+    return Check(
+        "offering",
+        FAIL,
+        f"{kind} is not offered in {zone} in this account; it is in: "
+        + (", ".join(zones) or "no zone of this region"),
+        f"pulumi config set availabilityZone {zones[0]}" if zones else "pick another region",
+    )
+
+
+def running_vcpus(aws: Clients, family_letter: str, spot: bool) -> int:
+    """vCPUs of this account's running instances that count against the same quota."""
+    catalog = load_catalog()
+    total = 0
+    for reservation in paginate(
+        aws.ec2,
+        "ec2",
+        "DescribeInstances",
+        "Reservations",
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+    ):
+        for instance in reservation.get("Instances", []):
+            kind = instance["InstanceType"]
+            is_spot = instance.get("InstanceLifecycle") == "spot"
+            if kind.startswith(family_letter) and is_spot == spot:
+                facts = catalog.get(kind)
+                total += (
+                    facts.vcpus
+                    if facts
+                    else instance.get("CpuOptions", {}).get("CoreCount", 0)
+                    * instance.get("CpuOptions", {}).get("ThreadsPerCore", 1)
+                )
+    return total
+
+
+def check_quota(spec: ResolvedCluster, aws: Clients) -> Check:
+    kind, facts = spec.facts.instance_type, spec.facts
+    spot = isinstance(spec.purchase, Spot)
+    spot_nodes = spec.node_count - min(spec.purchase.on_demand_base, spec.node_count) if spot else 0
+    quota_name = spot_quota(kind) if spot_nodes else on_demand_quota(kind)
+    needed = facts.vcpus * (spot_nodes or spec.node_count)
+    value = call(
+        aws.quotas,
+        "servicequotas",
+        "GetServiceQuota",
+        ServiceCode="ec2",
+        QuotaCode=QUOTA_CODES[quota_name],
+    )["Quota"]["Value"]
+    running = running_vcpus(aws, kind[0], spot=bool(spot_nodes))
+    if running + needed <= value:
+        return Check(
+            "vCPU quota",
+            PASS,
+            f"'{quota_name}' is {value:g} vCPUs; {running} run now, the cluster needs {needed}",
+        )
+    return Check(
+        "vCPU quota",
+        FAIL,
+        f"'{quota_name}' is {value:g} vCPUs; {running} run now and the cluster needs {needed}",
+        f"request at least {running + needed} vCPUs in Service Quotas "
+        f"(quota {QUOTA_CODES[quota_name]}), or use fewer nodes",
+    )
+
+
+def check_ami(spec: ResolvedCluster, aws: Clients) -> Check:
+    """The AMI the program will pick resolves, is not deprecated and fits the architecture."""
+    ami = spec.ami
+    if ami.id:
+        request: dict[str, Any] = {"ImageIds": [ami.id], "IncludeDeprecated": True}
+        what = ami.id
+    elif ami.ssm_parameter or ami.release == "latest":
+        return Check("AMI", WARN, "follows an SSM parameter; resolved at `pulumi up`")
+    else:
+        name = dlami_image_name(spec.facts.architecture, ami.release)
+        request = {
+            "Owners": [dlami()["owner"]],
+            "Filters": [{"Name": "name", "Values": [name]}],
+            "IncludeDeprecated": True,
+        }
+        what = f"'{name}'"
+    images = call(aws.ec2, "ec2", "DescribeImages", **request).get("Images", [])
+    if not images:
+        return Check(
+            "AMI",
+            FAIL,
+            f"no image {what} in {spec.region}",
+            "set ami.release to a release listed in the Deep Learning AMI release notes, "
+            "or ami.id to an AMI of this region",
+        )
+    image = max(images, key=lambda i: i.get("CreationDate", ""))
+    if image.get("Architecture") not in spec.facts.architectures:
+        return Check(
+            "AMI",
+            FAIL,
+            f"{image['ImageId']} is {image.get('Architecture')}; {spec.facts.instance_type} runs "
+            f"{', '.join(spec.facts.architectures)}",
+            "use an AMI for the instance's architecture",
+        )
+    deprecated = image.get("DeprecationTime")
+    if deprecated and deprecated <= datetime.now(UTC).isoformat():
+        return Check(
+            "AMI",
+            WARN,
+            f"{image['ImageId']} was deprecated on {deprecated[:10]}; it still launches",
+            "move to a newer release (README: Moving to a new AMI)",
+            value=image["ImageId"],
+        )
+    return Check(
+        "AMI", PASS, f"{image['ImageId']} ({image.get('Name', '')})", value=image["ImageId"]
+    )
+
+
+def check_reservation(spec: ResolvedCluster, aws: Clients) -> Check | None:
+    from infra.aws.reservations import describe_reservation
+    from infra.validation.purchase import check_live_reservation
+
+    purchase = spec.purchase
+    targeted = isinstance(purchase, CapacityReservation) and purchase.reservation_id
+    if not (isinstance(purchase, CapacityBlock) or targeted):
+        return None
+    reservation_id = purchase.reservation_id
+    try:
+        facts = describe_reservation(reservation_id, spec.region, ec2=aws.ec2)
+    except AwsError as error:
+        return Check("reservation", FAIL, str(error), "check the id")
+    problems = check_live_reservation(
+        purchase, facts, spec.facts.instance_type, spec.availability_zone, spec.node_count
+    )
+    if problems:
+        return Check("reservation", FAIL, "; ".join(p.problem for p in problems), problems[0].fix)
+    return Check(
+        "reservation",
+        PASS,
+        f"{reservation_id}: {facts.total_instances} x {facts.instance_type} in "
+        f"{facts.availability_zone}, {facts.state}",
+    )
+
+
+def check_dry_run(spec: ResolvedCluster, aws: Clients, image_id: str | None) -> Check:
+    if not image_id:
+        return Check("launch (dry run)", WARN, "skipped: the AMI did not resolve")
+    try:
+        aws.ec2.run_instances(
+            DryRun=True,
+            ImageId=image_id,
+            InstanceType=spec.facts.instance_type,
+            MinCount=1,
+            MaxCount=1,
+            Placement={"AvailabilityZone": spec.availability_zone},
+        )
+    except Exception as error:
+        code = getattr(error, "response", {}).get("Error", {}).get("Code", type(error).__name__)
+        if code == "DryRunOperation":
+            return Check("launch (dry run)", PASS, "RunInstances would be allowed")
+        return Check(
+            "launch (dry run)",
+            FAIL,
+            f"RunInstances refused: {code}",
+            DRY_RUN_ADVICE.get(code, "see the AWS error code"),
+        )
+    return Check("launch (dry run)", WARN, "the endpoint ignored DryRun")
+
+
+def check_bucket(spec: ResolvedCluster, aws: Clients, account: str | None) -> Check | None:
+    if spec.storage.source != "create":
+        return None
+    name = spec.storage.bucket or f"gpuc-{spec.name}-{account}-{spec.region}"
+    try:
+        aws.s3.head_bucket(Bucket=name)
+    except Exception as error:
+        status = getattr(error, "response", {}).get("Error", {}).get("Code", "")
+        if status in ("404", "NoSuchBucket", "NotFound"):
+            return Check("bucket name", PASS, f"{name} is free")
+        if status in ("403", "AccessDenied"):
+            return Check(
+                "bucket name",
+                FAIL,
+                f"{name} exists in another account",
+                "pulumi config set --path storage.bucket <another globally unique name>",
+            )
+        return Check("bucket name", WARN, f"could not check {name}: {status or error}")
+    return Check("bucket name", PASS, f"{name} exists and is this account's")
+
+
+def run_preflight(
+    spec: ResolvedCluster, aws: Clients, on_check: Callable[[Check], None] | None = None
+) -> list[Check]:
+    """Every check, in order; an AWS failure in one check is that check's failure."""
+    checks: list[Check] = []
+
+    def run(name: str, step: Callable[[], Check | None]) -> Check | None:
+        try:
+            result = step()
+        except AwsError as error:
+            result = Check(name, FAIL, str(error))
+        if result is not None:
+            checks.append(result)
+            if on_check:
+                on_check(result)
+        return result
+
+    identity = run("credentials", lambda: check_credentials(spec, aws))
+    account = identity.value if identity else None
+    run("offering", lambda: check_offering(spec, aws))
+    run("vCPU quota", lambda: check_quota(spec, aws))
+    ami = run("AMI", lambda: check_ami(spec, aws))
+    image_id = (ami.value if ami else None) or spec.ami.id
+    run("reservation", lambda: check_reservation(spec, aws))
+    run("launch (dry run)", lambda: check_dry_run(spec, aws, image_id))
+    run("bucket name", lambda: check_bucket(spec, aws, account))
+    return checks

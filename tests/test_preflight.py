@@ -1,0 +1,149 @@
+"""`gpuc preflight` checks against moto (EC2, STS, S3) and botocore's Stubber for Service Quotas,
+which moto serves only for VPC quotas. Every check passes and fails on purpose."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from conftest import TRAIN_LIKE
+from moto import mock_aws
+
+from components.dlami import dlami_image_name
+from infra.aws import preflight
+from infra.aws.preflight import FAIL, PASS, Clients, run_preflight
+from infra.config import load_spec
+
+
+def quotas_client(vcpus: float, code: str = "L-417A185B"):
+    api = boto3.client("service-quotas", region_name="us-east-1")
+    stub = Stubber(api)
+    stub.add_response(
+        "get_service_quota",
+        {"Quota": {"QuotaCode": code, "Value": vcpus, "ServiceCode": "ec2"}},
+        {"ServiceCode": "ec2", "QuotaCode": code},
+    )
+    stub.activate()
+    return api
+
+
+def clients(quota: float, monkeypatch, register_ami: bool = True) -> Clients:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    if register_ami:  # an x86_64 image under the release's name (moto keeps the base's arch)
+        base = next(
+            i
+            for i in ec2.describe_images(Owners=["amazon"])["Images"]
+            if i.get("Architecture") == "x86_64"
+        )
+        builder = ec2.run_instances(ImageId=base["ImageId"], MinCount=1, MaxCount=1)
+        instance_id = builder["Instances"][0]["InstanceId"]
+        ec2.create_image(InstanceId=instance_id, Name=dlami_image_name("x86_64"))
+        ec2.terminate_instances(InstanceIds=[instance_id])
+    # moto registers images under the caller's account, not Amazon's
+    monkeypatch.setattr(preflight, "dlami", lambda: {"owner": "self"})
+    return Clients(
+        ec2=ec2,
+        sts=boto3.client("sts", region_name="us-east-1"),
+        quotas=quotas_client(quota),
+        s3=boto3.client("s3", region_name="us-east-1"),
+    )
+
+
+def checks_of(config: dict, aws: Clients) -> dict:
+    return {c.name: c for c in run_preflight(load_spec(config, "train"), aws)}
+
+
+CREATE = {**TRAIN_LIKE, "gpu-cluster:storage": json.dumps({"source": "create"})}
+
+
+@mock_aws
+def test_a_ready_account_passes_every_check(monkeypatch):
+    checks = checks_of(CREATE, clients(1000, monkeypatch))
+    assert {name: c.status for name, c in checks.items()} == {
+        "credentials": PASS,
+        "offering": PASS,
+        "vCPU quota": PASS,
+        "AMI": PASS,
+        "launch (dry run)": PASS,
+        "bucket name": PASS,
+    }
+    assert checks["credentials"].value == "123456789012"
+    assert checks["vCPU quota"].detail == (
+        "'Running On-Demand P instances' is 1000 vCPUs; 0 run now, the cluster needs 384"
+    )
+    assert checks["bucket name"].detail == "gpuc-train-123456789012-us-east-1 is free"
+
+
+@mock_aws
+def test_a_zone_without_the_type_fails_and_names_the_zones_that_have_it(monkeypatch):
+    from dataclasses import replace
+
+    aws = clients(1000, monkeypatch, register_ami=False)
+    spec = load_spec(
+        {
+            **TRAIN_LIKE,
+            "gpu-cluster:instanceType": "p4de.24xlarge",
+            "gpu-cluster:availabilityZone": "us-east-1b",
+        },
+        "train",
+    )
+    assert preflight.check_offering(spec, aws).status == PASS
+    # the same stack in a zone whose offerings (in this account) lack the type
+    check = preflight.check_offering(replace(spec, availability_zone="us-east-1a"), aws)
+    assert check.status == FAIL
+    assert check.detail == (
+        "p4de.24xlarge is not offered in us-east-1a in this account; it is in: "
+        "us-east-1b, us-east-1c"
+    )
+    assert check.fix == "pulumi config set availabilityZone us-east-1b"
+
+
+@mock_aws
+def test_a_small_quota_fails_with_what_to_request(monkeypatch):
+    check = checks_of(TRAIN_LIKE, clients(96, monkeypatch))["vCPU quota"]
+    assert check.status == FAIL
+    assert "needs 384" in check.detail and "request at least 384 vCPUs" in check.fix
+    assert "L-417A185B" in check.fix
+
+
+@mock_aws
+def test_a_missing_ami_fails_and_the_dry_run_is_skipped(monkeypatch):
+    checks = checks_of(TRAIN_LIKE, clients(1000, monkeypatch, register_ami=False))
+    assert checks["AMI"].status == FAIL and "no image" in checks["AMI"].detail
+    assert checks["launch (dry run)"].status == "warn"
+
+
+def test_dry_run_errors_become_advice():
+    class Refusing:
+        def run_instances(self, **kwargs):
+            from botocore.exceptions import ClientError
+
+            assert kwargs["DryRun"] is True
+            raise ClientError(
+                {"Error": {"Code": "InsufficientInstanceCapacity", "Message": "none"}},
+                "RunInstances",
+            )
+
+    spec = load_spec(TRAIN_LIKE, "train")
+    aws = Clients(ec2=Refusing(), sts=None, quotas=None, s3=None)
+    check = preflight.check_dry_run(spec, aws, "ami-0123456789abcdef0")
+    assert (
+        check.status == FAIL
+        and check.detail == "RunInstances refused: InsufficientInstanceCapacity"
+    )
+    assert "capacity reservation or a Capacity Block" in check.fix
+
+
+@pytest.mark.parametrize(("error", "status"), [("404", PASS), ("403", FAIL)])
+def test_bucket_name_taken_elsewhere_fails(error, status):
+    class Bucket:
+        def head_bucket(self, Bucket):
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": error, "Message": ""}}, "HeadBucket")
+
+    spec = load_spec(CREATE, "train")
+    check = preflight.check_bucket(spec, Clients(None, None, None, Bucket()), "123456789012")
+    assert check.status == status
