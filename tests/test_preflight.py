@@ -147,3 +147,135 @@ def test_bucket_name_taken_elsewhere_fails(error, status):
     spec = load_spec(CREATE, "train")
     check = preflight.check_bucket(spec, Clients(None, None, None, Bucket()), "123456789012")
     assert check.status == status
+
+
+def spot_clients(score: int) -> Clients:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    stub = Stubber(ec2)
+    stub.add_response(
+        "describe_spot_price_history",
+        {
+            "SpotPriceHistory": [
+                {
+                    "AvailabilityZone": "us-east-1a",
+                    "SpotPrice": "7.88",
+                    "InstanceType": "p4d.24xlarge",
+                },
+                {
+                    "AvailabilityZone": "us-east-1b",
+                    "SpotPrice": "2.47",
+                    "InstanceType": "p4d.24xlarge",
+                },
+            ]
+        },
+    )
+    stub.add_response(
+        "get_spot_placement_scores",
+        {
+            "SpotPlacementScores": [
+                {"Region": "us-east-1", "AvailabilityZoneId": "use1-az6", "Score": score}
+            ]
+        },
+        {
+            "InstanceTypes": ["p4d.24xlarge"],
+            "TargetCapacity": 4,
+            "SingleAvailabilityZone": True,
+            "RegionNames": ["us-east-1"],
+        },
+    )
+    stub.add_response(
+        "describe_availability_zones",
+        {"AvailabilityZones": [{"ZoneName": "us-east-1a", "ZoneId": "use1-az6"}]},
+    )
+    stub.activate()
+    return Clients(ec2=ec2, sts=None, quotas=None, s3=None)
+
+
+@pytest.mark.parametrize(("score", "status"), [(9, PASS), (2, "warn")])
+def test_spot_prices_per_zone_and_the_placement_score(score, status):
+    spec = load_spec({**TRAIN_LIKE, "gpu-cluster:purchaseOption": "spot"}, "train")
+    check = preflight.check_spot(spec, spot_clients(score))
+    assert check.status == status
+    assert check.detail == (
+        f"prices: us-east-1a $7.88, us-east-1b $2.47; placement score in us-east-1a: {score}"
+    )
+
+
+def test_no_spot_check_for_on_demand():
+    assert preflight.check_spot(load_spec(TRAIN_LIKE, "train"), None) is None
+
+
+@pytest.fixture
+def moto_server():
+    """A moto server on a free loopback port, the way a real endpoint is reached."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield url
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_gpuc_preflight_end_to_end_against_a_moto_server(moto_server, tmp_path):
+    """`gpuc` as a subprocess, its boto3 clients pointed at the server by AWS_ENDPOINT_URL."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "PYTHONPATH": str(ROOT),
+    }
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto_server)
+    base = next(
+        i
+        for i in ec2.describe_images(Owners=["amazon"])["Images"]
+        if i.get("Architecture") == "x86_64"
+    )
+    project = tmp_path / "project"
+    (project / "stacks").mkdir(parents=True)
+    shutil.copy(ROOT / "Pulumi.yaml", project)
+    train = (ROOT / "stacks" / "Pulumi.train.yaml").read_text()
+    train += f"  gpu-cluster:ami:\n    id: {base['ImageId']}\n    architecture: x86_64\n"
+    (project / "stacks" / "Pulumi.train.yaml").write_text(train)
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "preflight", "--stack", "train"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = result.stdout
+    assert "Preflight for stack 'train' (us-east-1, us-east-1a):" in out, result.stderr
+    assert "PASS  credentials        account 123456789012" in out
+    assert "PASS  offering           p4d.24xlarge is offered in us-east-1a" in out
+    assert "WARN  vCPU quota" in out  # moto serves no EC2 quotas: reported, not guessed
+    assert f"PASS  AMI                {base['ImageId']}" in out
+    assert "PASS  launch (dry run)   RunInstances would be allowed" in out
+    assert result.returncode == 0, out + result.stderr

@@ -128,13 +128,21 @@ def check_quota(spec: ResolvedCluster, aws: Clients) -> Check:
     spot_nodes = spec.node_count - min(spec.purchase.on_demand_base, spec.node_count) if spot else 0
     quota_name = spot_quota(kind) if spot_nodes else on_demand_quota(kind)
     needed = facts.vcpus * (spot_nodes or spec.node_count)
-    value = call(
-        aws.quotas,
-        "servicequotas",
-        "GetServiceQuota",
-        ServiceCode="ec2",
-        QuotaCode=QUOTA_CODES[quota_name],
-    )["Quota"]["Value"]
+    try:
+        value = call(
+            aws.quotas,
+            "servicequotas",
+            "GetServiceQuota",
+            ServiceCode="ec2",
+            QuotaCode=QUOTA_CODES[quota_name],
+        )["Quota"]["Value"]
+    except AwsError as error:
+        return Check(
+            "vCPU quota",
+            WARN,
+            f"could not read '{quota_name}' ({error.code or error}); the cluster needs {needed}",
+            f"check the quota in the Service Quotas console (code {QUOTA_CODES[quota_name]})",
+        )
     running = running_vcpus(aws, kind[0], spot=bool(spot_nodes))
     if running + needed <= value:
         return Check(
@@ -225,6 +233,52 @@ def check_reservation(spec: ResolvedCluster, aws: Clients) -> Check | None:
     )
 
 
+def check_spot(spec: ResolvedCluster, aws: Clients) -> Check | None:
+    """Spot: the current price in each AZ of the region, and AWS's placement score for the
+    node count in the stack's AZ (1-10; how likely the request is to be filled)."""
+    if not isinstance(spec.purchase, Spot):
+        return None
+    kind = spec.facts.instance_type
+    latest: dict[str, float] = {}
+    for item in paginate(
+        aws.ec2,
+        "ec2",
+        "DescribeSpotPriceHistory",
+        "SpotPriceHistory",
+        InstanceTypes=[kind],
+        ProductDescriptions=["Linux/UNIX"],
+        StartTime=datetime.now(UTC),
+    ):
+        latest.setdefault(item["AvailabilityZone"], float(item["SpotPrice"]))
+    prices = ", ".join(f"{zone} ${price:g}" for zone, price in sorted(latest.items()))
+    try:
+        scores = call(
+            aws.ec2,
+            "ec2",
+            "GetSpotPlacementScores",
+            InstanceTypes=[kind],
+            TargetCapacity=spec.node_count,
+            SingleAvailabilityZone=True,
+            RegionNames=[spec.region],
+        ).get("SpotPlacementScores", [])
+    except AwsError as error:
+        return Check("spot", WARN, f"prices: {prices or 'none'}; no placement score ({error.code})")
+    zones = call(aws.ec2, "ec2", "DescribeAvailabilityZones")["AvailabilityZones"]
+    zone_id = next(
+        (z["ZoneId"] for z in zones if z["ZoneName"] == spec.availability_zone), None
+    )  # this account's mapping, not the bundled one
+    score = next((s["Score"] for s in scores if s.get("AvailabilityZoneId") == zone_id), None)
+    detail = f"prices: {prices or 'none'}; placement score in {spec.availability_zone}: {score}"
+    if score is not None and score <= 3:
+        return Check(
+            "spot",
+            WARN,
+            detail,
+            "a low score: add fallbackTypes, an on-demand base, or another zone",
+        )
+    return Check("spot", PASS, detail)
+
+
 def check_dry_run(spec: ResolvedCluster, aws: Clients, image_id: str | None) -> Check:
     if not image_id:
         return Check("launch (dry run)", WARN, "skipped: the AMI did not resolve")
@@ -295,6 +349,7 @@ def run_preflight(
     ami = run("AMI", lambda: check_ami(spec, aws))
     image_id = (ami.value if ami else None) or spec.ami.id
     run("reservation", lambda: check_reservation(spec, aws))
+    run("spot", lambda: check_spot(spec, aws))
     run("launch (dry run)", lambda: check_dry_run(spec, aws, image_id))
     run("bucket name", lambda: check_bucket(spec, aws, account))
     return checks
