@@ -74,6 +74,39 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return AWS if any(check.status == FAIL for check in checks) else OK
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from infra.aws import client
+    from infra.aws.status import list_nodes, orphans
+    from infra.stack_files import available_stacks, project_root
+
+    nodes = list_nodes(client("ec2", args.region), args.region)
+    if args.stack:
+        nodes = [n for n in nodes if args.stack in (n.stack, n.cluster)]
+    unowned = {n.instance_id for n in orphans(nodes, available_stacks(project_root()))}
+    if args.json:
+        rows = [vars(n) | {"noStackFile": n.instance_id in unowned} for n in nodes]
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return OK
+    if not nodes:
+        print(f"no gpu-cluster nodes run in {args.region}")
+        return OK
+    print(
+        f"{'stack':<12}{'cluster':<12}{'instance':<21}{'type':<18}{'bought':<10}{'zone':<12}"
+        f"{'up h':>7}{'$/h':>10}"
+    )
+    for n in nodes:
+        mark = "  <- no stack file" if n.instance_id in unowned else ""
+        price = f"{n.usd_per_hour:,.2f}" if n.usd_per_hour is not None else "-"
+        print(
+            f"{n.stack or '-':<12}{n.cluster or '-':<12}{n.instance_id:<21}{n.instance_type:<18}"
+            f"{n.lifecycle:<10}{n.zone:<12}{n.uptime_hours:>7.1f}{price:>10}{mark}"
+        )
+    burn = sum(n.usd_per_hour or 0 for n in nodes)
+    print(f"burning about ${burn:,.2f}/hour (${burn * 24:,.0f}/day) at the bundled prices")
+    return OK
+
+
 def cmd_stacks(args: argparse.Namespace) -> int:
     from infra.cost.model import estimate_cluster, estimate_data
     from infra.outcome import load_stack_spec
@@ -213,6 +246,11 @@ def parser() -> argparse.ArgumentParser:
     preflight.add_argument("--stack", "-s", required=True)
     preflight.add_argument("--json", action="store_true")
     preflight.set_defaults(func=cmd_preflight)
+    status = sub.add_parser("status", help="what runs now for this project (needs AWS)")
+    status.add_argument("--stack", "-s", help="only this stack (or cluster)")
+    status.add_argument("--region", default="us-east-1")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
     stacks = sub.add_parser("stacks", help="the stack files: stage, type, nodes, GPUs, $/h")
     stacks.add_argument("--json", action="store_true")
     stacks.set_defaults(func=cmd_stacks)

@@ -1,0 +1,73 @@
+"""`gpuc status`: what runs now in the account for this project, found by its tags - each
+cluster's nodes and their hourly burn at the bundled prices, and nodes no stack file owns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from components.naming import CLUSTER_TAG, MANAGED_BY_TAG, STACK_TAG
+from infra.aws import paginate
+from infra.cost.gpu_prices import on_demand_hourly, spot_by_zone
+
+
+@dataclass(frozen=True)
+class Node:
+    instance_id: str
+    cluster: str
+    stack: str
+    instance_type: str
+    lifecycle: str  # on-demand | spot
+    state: str
+    zone: str
+    uptime_hours: float
+    usd_per_hour: float | None
+
+
+def tag(instance: dict[str, Any], key: str) -> str:
+    return next((t["Value"] for t in instance.get("Tags", []) if t["Key"] == key), "")
+
+
+def list_nodes(ec2: Any, region: str, now: datetime | None = None) -> list[Node]:
+    """Every pending or running instance this project manages (tag managed-by=gpu-cluster)."""
+    ((managed_key, managed_value),) = MANAGED_BY_TAG.items()
+    now = now or datetime.now(UTC)
+    nodes = []
+    for reservation in paginate(
+        ec2,
+        "ec2",
+        "DescribeInstances",
+        "Reservations",
+        Filters=[
+            {"Name": f"tag:{managed_key}", "Values": [managed_value]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ],
+    ):
+        for instance in reservation.get("Instances", []):
+            kind = instance["InstanceType"]
+            lifecycle = instance.get("InstanceLifecycle") or "on-demand"
+            price = on_demand_hourly(region, kind)
+            if lifecycle == "spot":
+                zone_prices = spot_by_zone(region, kind)
+                price = min(zone_prices.values()) if zone_prices else price
+            launched = instance.get("LaunchTime") or now
+            nodes.append(
+                Node(
+                    instance_id=instance["InstanceId"],
+                    cluster=tag(instance, CLUSTER_TAG),
+                    stack=tag(instance, STACK_TAG),
+                    instance_type=kind,
+                    lifecycle=lifecycle,
+                    state=instance["State"]["Name"],
+                    zone=instance.get("Placement", {}).get("AvailabilityZone", ""),
+                    uptime_hours=(now - launched).total_seconds() / 3600,
+                    usd_per_hour=price,
+                )
+            )
+    return sorted(nodes, key=lambda n: (n.stack, n.cluster, n.instance_id))
+
+
+def orphans(nodes: list[Node], known_stacks: list[str]) -> list[Node]:
+    """Nodes whose stack has no stack file here (a forgotten or renamed stack still billing)."""
+    return [n for n in nodes if (n.stack or n.cluster) not in known_stacks]
