@@ -107,6 +107,54 @@ def cmd_status(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from infra.aws import client
+    from infra.aws.sweep import Sweeper
+    from infra.outcome import USAGE
+
+    sweeper = Sweeper(
+        ec2=client("ec2", args.region),
+        autoscaling=client("autoscaling", args.region),
+        logs=client("logs", args.region),
+        region=args.region,
+        stack=args.stack,
+    )
+    leftovers = sweeper.find()
+    for skipped in sweeper.skipped:
+        print(f"warning: could not list {skipped}", file=sys.stderr)
+    total = sum(leftover.usd_per_hour for leftover in leftovers)
+    if args.json and not args.delete:
+        json.dump([vars(leftover) for leftover in leftovers], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return OK
+    if not leftovers:
+        print(f"nothing tagged gpu-cluster:stack={args.stack} is left in {args.region}")
+        return OK
+    print(f"Left behind by stack '{args.stack}' in {args.region}:")
+    for leftover in leftovers:
+        print(
+            f"  {leftover.kind:<20}{leftover.resource_id:<28}${leftover.usd_per_hour:>8.3f}/h"
+            f"  {leftover.detail}"
+        )
+    print(
+        f"about ${total:,.3f}/hour (${total * 730:,.0f}/month); the data stack's bucket and "
+        "key are never swept"
+    )
+    if not args.delete:
+        print("delete them with: gpuc sweep --stack", args.stack, "--delete")
+        return OK
+    confirmed = args.yes or (
+        sys.stdin.isatty() and input("delete all of these? [y/N] ").strip().lower() == "y"
+    )
+    if not confirmed:
+        raise CommandError(USAGE, "nothing deleted (confirm with --yes)")
+    failures = sweeper.delete_all(leftovers)
+    for leftover, error in failures:
+        print(f"  could not delete {leftover.kind} {leftover.resource_id}: {error}")
+    print(f"deleted {len(leftovers) - len(failures)} of {len(leftovers)}")
+    return AWS if failures else OK
+
+
 def cmd_stacks(args: argparse.Namespace) -> int:
     from infra.cost.model import estimate_cluster, estimate_data
     from infra.outcome import load_stack_spec
@@ -251,6 +299,13 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--region", default="us-east-1")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
+    sweep = sub.add_parser("sweep", help="what a destroyed stack left behind (needs AWS)")
+    sweep.add_argument("--stack", "-s", required=True)
+    sweep.add_argument("--region", default="us-east-1")
+    sweep.add_argument("--delete", action="store_true", help="delete what is found")
+    sweep.add_argument("--yes", action="store_true", help="do not ask before deleting")
+    sweep.add_argument("--json", action="store_true")
+    sweep.set_defaults(func=cmd_sweep)
     stacks = sub.add_parser("stacks", help="the stack files: stage, type, nodes, GPUs, $/h")
     stacks.add_argument("--json", action="store_true")
     stacks.set_defaults(func=cmd_stacks)

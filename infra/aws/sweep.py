@@ -1,0 +1,248 @@
+"""`gpuc sweep`: after `pulumi destroy`, what is still tagged with the stack and can bill (or
+blocks deleting what bills), each with an estimated hourly cost; delete it in dependency order.
+The data stack's bucket and key are never touched: they carry the data stack's own tag, and
+buckets and keys are not among the kinds swept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from components.naming import STACK_TAG
+from infra.aws import call, paginate
+from infra.cost.gpu_prices import on_demand_hourly
+from infra.cost.unit_prices import unit_prices
+from infra.errors import AwsError
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: str
+    resource_id: str
+    detail: str
+    usd_per_hour: float
+
+
+def stack_filter(stack: str) -> list[dict[str, Any]]:
+    return [{"Name": f"tag:{STACK_TAG}", "Values": [stack]}]
+
+
+def has_tag(tags: list[dict[str, str]] | dict[str, str] | None, stack: str) -> bool:
+    if isinstance(tags, dict):
+        return tags.get(STACK_TAG) == stack
+    return any(t.get("Key") == STACK_TAG and t.get("Value") == stack for t in tags or [])
+
+
+@dataclass
+class Sweeper:
+    ec2: Any
+    autoscaling: Any
+    logs: Any
+    region: str
+    stack: str
+
+    # --- listing, one generator per kind, in deletion order ----------------------------------
+
+    def groups(self) -> Iterator[Leftover]:
+        for group in paginate(
+            self.autoscaling, "autoscaling", "DescribeAutoScalingGroups", "AutoScalingGroups"
+        ):
+            if has_tag(group.get("Tags"), self.stack):
+                yield Leftover(
+                    "auto scaling group",
+                    group["AutoScalingGroupName"],
+                    f"desired {group.get('DesiredCapacity', 0)} (relaunches nodes)",
+                    0.0,
+                )
+
+    def instances(self) -> Iterator[Leftover]:
+        for reservation in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeInstances",
+            "Reservations",
+            Filters=[
+                *stack_filter(self.stack),
+                {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]},
+            ],
+        ):
+            for instance in reservation["Instances"]:
+                kind = instance["InstanceType"]
+                running = instance["State"]["Name"] != "stopped"
+                price = (on_demand_hourly(self.region, kind) or 0.0) if running else 0.0
+                yield Leftover("instance", instance["InstanceId"], kind, price)
+
+    def nat_gateways(self) -> Iterator[Leftover]:
+        unit = unit_prices(self.region)
+        for nat in paginate(
+            self.ec2, "ec2", "DescribeNatGateways", "NatGateways", Filter=stack_filter(self.stack)
+        ):
+            if nat.get("State") not in ("deleted", "deleting") and has_tag(
+                nat.get("Tags"), self.stack
+            ):
+                yield Leftover("NAT gateway", nat["NatGatewayId"], "", unit["nat_gateway_hour"])
+
+    def endpoints(self) -> Iterator[Leftover]:
+        unit = unit_prices(self.region)
+        for endpoint in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeVpcEndpoints",
+            "VpcEndpoints",
+            Filters=stack_filter(self.stack),
+        ):
+            interface = endpoint.get("VpcEndpointType") == "Interface"
+            if not has_tag(endpoint.get("Tags"), self.stack) or endpoint.get(
+                "State", ""
+            ).lower() in (
+                "deleted",
+                "deleting",
+            ):
+                continue  # the tag filter is applied again: some endpoints ignore it
+            yield Leftover(
+                "VPC endpoint",
+                endpoint["VpcEndpointId"],
+                endpoint.get("ServiceName", ""),
+                unit["interface_endpoint_hour"] if interface else 0.0,
+            )
+
+    def addresses(self) -> Iterator[Leftover]:
+        unit = unit_prices(self.region)
+        for address in call(
+            self.ec2, "ec2", "DescribeAddresses", Filters=stack_filter(self.stack)
+        ).get("Addresses", []):
+            if not has_tag(address.get("Tags"), self.stack):
+                continue
+            yield Leftover(
+                "Elastic IP",
+                address["AllocationId"],
+                address.get("PublicIp", ""),
+                unit["public_ipv4_hour"],
+            )
+
+    def volumes(self) -> Iterator[Leftover]:
+        unit = unit_prices(self.region)
+        for volume in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeVolumes",
+            "Volumes",
+            Filters=[*stack_filter(self.stack), {"Name": "status", "Values": ["available"]}],
+        ):
+            size = volume["Size"]
+            yield Leftover(
+                "EBS volume",
+                volume["VolumeId"],
+                f"{size} GiB, unattached",
+                size * unit["ebs_gp3_gb_month"] / unit.hours_per_month,
+            )
+
+    def launch_templates(self) -> Iterator[Leftover]:
+        for template in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeLaunchTemplates",
+            "LaunchTemplates",
+            Filters=stack_filter(self.stack),
+        ):
+            yield Leftover("launch template", template["LaunchTemplateId"], "", 0.0)
+
+    def placement_groups(self) -> Iterator[Leftover]:
+        for group in call(
+            self.ec2, "ec2", "DescribePlacementGroups", Filters=stack_filter(self.stack)
+        ).get("PlacementGroups", []):
+            yield Leftover("placement group", group["GroupName"], group.get("Strategy", ""), 0.0)
+
+    def security_groups(self) -> Iterator[Leftover]:
+        for group in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeSecurityGroups",
+            "SecurityGroups",
+            Filters=stack_filter(self.stack),
+        ):
+            if group.get("GroupName") != "default":
+                yield Leftover("security group", group["GroupId"], group["GroupName"], 0.0)
+
+    def log_groups(self) -> Iterator[Leftover]:
+        for group in paginate(self.logs, "logs", "DescribeLogGroups", "logGroups"):
+            arn = group["arn"].removesuffix(":*")
+            tags = call(self.logs, "logs", "ListTagsForResource", resourceArn=arn).get("tags", {})
+            if has_tag(tags, self.stack):
+                yield Leftover("log group", group["logGroupName"], "", 0.0)
+
+    # --- deleting -----------------------------------------------------------------------------
+
+    def delete(self, leftover: Leftover) -> None:
+        actions: dict[str, Callable[[str], object]] = {
+            "auto scaling group": lambda name: call(
+                self.autoscaling,
+                "autoscaling",
+                "DeleteAutoScalingGroup",
+                AutoScalingGroupName=name,
+                ForceDelete=True,
+            ),
+            "instance": lambda i: call(self.ec2, "ec2", "TerminateInstances", InstanceIds=[i]),
+            "NAT gateway": lambda i: call(self.ec2, "ec2", "DeleteNatGateway", NatGatewayId=i),
+            "VPC endpoint": lambda i: call(
+                self.ec2, "ec2", "DeleteVpcEndpoints", VpcEndpointIds=[i]
+            ),
+            "Elastic IP": lambda i: call(self.ec2, "ec2", "ReleaseAddress", AllocationId=i),
+            "EBS volume": lambda i: call(self.ec2, "ec2", "DeleteVolume", VolumeId=i),
+            "launch template": lambda i: call(
+                self.ec2, "ec2", "DeleteLaunchTemplate", LaunchTemplateId=i
+            ),
+            "placement group": lambda n: call(self.ec2, "ec2", "DeletePlacementGroup", GroupName=n),
+            "security group": lambda i: call(self.ec2, "ec2", "DeleteSecurityGroup", GroupId=i),
+            "log group": lambda n: call(self.logs, "logs", "DeleteLogGroup", logGroupName=n),
+        }
+        actions[leftover.kind](leftover.resource_id)
+
+    def find(self) -> list[Leftover]:
+        """Everything left, in the order it can be deleted (what uses a thing comes first)."""
+        found: list[Leftover] = []
+        self.skipped: list[str] = []
+        for lister in (
+            self.groups,
+            self.instances,
+            self.nat_gateways,
+            self.endpoints,
+            self.addresses,
+            self.volumes,
+            self.launch_templates,
+            self.placement_groups,
+            self.security_groups,
+            self.log_groups,
+        ):
+            try:
+                found += list(lister())
+            except (AwsError, NotImplementedError) as error:  # an endpoint without the API
+                self.skipped.append(f"{lister.__name__.replace('_', ' ')}: {error}")
+        return found
+
+    def delete_all(self, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
+        """Delete in order, waiting where AWS needs it (terminated instances release their
+        interfaces, deleted NAT gateways their addresses); a failure is reported and the rest
+        goes on."""
+        failures = []
+        for kind in dict.fromkeys(leftover.kind for leftover in leftovers):
+            batch = [leftover for leftover in leftovers if leftover.kind == kind]
+            for leftover in batch:
+                try:
+                    self.delete(leftover)
+                except AwsError as error:
+                    failures.append((leftover, str(error)))
+            self.wait_for(kind, [leftover.resource_id for leftover in batch])
+        return failures
+
+    def wait_for(self, kind: str, ids: list[str]) -> None:
+        waiters = {
+            "instance": ("instance_terminated", "InstanceIds"),
+            "NAT gateway": ("nat_gateway_deleted", "NatGatewayIds"),
+        }
+        if kind not in waiters or not ids:
+            return
+        name, key = waiters[kind]
+        if name in self.ec2.waiter_names:
+            self.ec2.get_waiter(name).wait(**{key: ids})
