@@ -205,36 +205,6 @@ def test_no_spot_check_for_on_demand():
     assert preflight.check_spot(load_spec(TRAIN_LIKE, "train"), None) is None
 
 
-@pytest.fixture
-def moto_server():
-    """A moto server on a free loopback port, the way a real endpoint is reached."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-    from pathlib import Path
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
-
-
 def test_gpuc_preflight_end_to_end_against_a_moto_server(moto_server, tmp_path):
     """`gpuc` as a subprocess, its boto3 clients pointed at the server by AWS_ENDPOINT_URL."""
     import os

@@ -61,6 +61,12 @@ def build_cluster(stack: str) -> dict[str, str]:
     volume = ec2.create_volume(
         AvailabilityZone=f"{REGION}a", Size=500, TagSpecifications=tags(stack, "volume")
     )["VolumeId"]
+    snapshot = ec2.create_snapshot(VolumeId=volume, TagSpecifications=tags(stack, "snapshot"))[
+        "SnapshotId"
+    ]
+    interface = ec2.create_network_interface(
+        SubnetId=subnet["SubnetId"], TagSpecifications=tags(stack, "network-interface")
+    )["NetworkInterface"]["NetworkInterfaceId"]
     template = ec2.create_launch_template(
         LaunchTemplateName=f"{stack}-nodes",
         LaunchTemplateData={"ImageId": image},
@@ -79,6 +85,8 @@ def build_cluster(stack: str) -> dict[str, str]:
         "instance": instance,
         "volume": volume,
         "template": template,
+        "snapshot": snapshot,
+        "interface": interface,
     }
 
 
@@ -112,6 +120,8 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
         ("NAT gateway", ours["nat"]),
         ("Elastic IP", ours["address"]),
         ("EBS volume", ours["volume"]),
+        ("EBS snapshot", ours["snapshot"]),
+        ("network interface", ours["interface"]),
         ("security group", ours["group"]),
         ("log group", "/aws/events/gpu-cluster/train-nodes"),
     }
@@ -132,3 +142,52 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
     # the other stack's resources are untouched
     other = {f.resource_id for f in sweeper("other").find()}
     assert {theirs["instance"], theirs["nat"], theirs["volume"]} <= other
+
+
+def test_status_and_sweep_end_to_end_against_a_moto_server(moto_server):
+    """`gpuc` as a subprocess, its clients pointed at the server by AWS_ENDPOINT_URL."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ec2.run_instances(
+        ImageId=image,
+        InstanceType="p4d.24xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=tags("train", "instance"),
+    )
+    ec2.create_volume(
+        AvailabilityZone=f"{REGION}a", Size=500, TagSpecifications=tags("train", "volume")
+    )
+
+    def gpuc(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "infra.cli", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    status = gpuc("status", "--stack", "train")
+    assert status.returncode == 0, status.stderr
+    assert "p4d.24xlarge" in status.stdout and "burning about $" in status.stdout
+    sweep = gpuc("sweep", "--stack", "train")
+    assert "instance" in sweep.stdout and "EBS volume" in sweep.stdout
+    deleted = gpuc("sweep", "--stack", "train", "--delete", "--yes")
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    again = gpuc("sweep", "--stack", "train", "--json")
+    billing = [row for row in __import__("json").loads(again.stdout) if row["usd_per_hour"] > 0]
+    assert billing == []

@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.parsers import ResponseParserError
 
 from infra.errors import AwsError
 
@@ -55,6 +56,11 @@ def translated(service: str, operation: str) -> Iterator[None]:
         ) from exc
     except BotoCoreError as exc:
         raise AwsError(f"{action} failed: {exc}") from exc
+    except ResponseParserError as exc:  # not a BotoCoreError: an endpoint that is not AWS's
+        raise AwsError(
+            f"{action} failed: the endpoint's answer is not an AWS response ({exc})".split("\n")[0],
+            "ResponseParserError",
+        ) from exc
 
 
 def call(api: Any, service: str, operation: str, **kwargs: Any) -> dict[str, Any]:

@@ -138,6 +138,63 @@ class Sweeper:
                 size * unit["ebs_gp3_gb_month"] / unit.hours_per_month,
             )
 
+    def snapshots(self) -> Iterator[Leftover]:
+        unit = unit_prices(self.region)
+        for snapshot in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeSnapshots",
+            "Snapshots",
+            OwnerIds=["self"],
+            Filters=stack_filter(self.stack),
+        ):
+            if has_tag(snapshot.get("Tags"), self.stack):
+                size = snapshot.get("VolumeSize", 0)
+                # snapshots bill for changed blocks; the volume size is an upper bound
+                yield Leftover(
+                    "EBS snapshot",
+                    snapshot["SnapshotId"],
+                    f"up to {size} GiB",
+                    size * unit["ebs_snapshot_gb_month"] / unit.hours_per_month,
+                )
+
+    def interfaces(self) -> Iterator[Leftover]:
+        for interface in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeNetworkInterfaces",
+            "NetworkInterfaces",
+            Filters=[*stack_filter(self.stack), {"Name": "status", "Values": ["available"]}],
+        ):
+            if has_tag(interface.get("TagSet"), self.stack):
+                yield Leftover("network interface", interface["NetworkInterfaceId"], "", 0.0)
+
+    def spot_requests(self) -> Iterator[Leftover]:
+        for request in call(
+            self.ec2,
+            "ec2",
+            "DescribeSpotInstanceRequests",
+            Filters=[*stack_filter(self.stack), {"Name": "state", "Values": ["open", "active"]}],
+        ).get("SpotInstanceRequests", []):
+            yield Leftover("spot request", request["SpotInstanceRequestId"], "", 0.0)
+
+    def reservations(self) -> Iterator[Leftover]:
+        for reservation in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeCapacityReservations",
+            "CapacityReservations",
+            Filters=[*stack_filter(self.stack), {"Name": "state", "Values": ["active"]}],
+        ):
+            kind = reservation["InstanceType"]
+            count = reservation.get("TotalInstanceCount", 0)
+            yield Leftover(
+                "capacity reservation",
+                reservation["CapacityReservationId"],
+                f"{count} x {kind}, billed used or not",
+                count * (on_demand_hourly(self.region, kind) or 0.0),
+            )
+
     def launch_templates(self) -> Iterator[Leftover]:
         for template in paginate(
             self.ec2,
@@ -190,6 +247,16 @@ class Sweeper:
             ),
             "Elastic IP": lambda i: call(self.ec2, "ec2", "ReleaseAddress", AllocationId=i),
             "EBS volume": lambda i: call(self.ec2, "ec2", "DeleteVolume", VolumeId=i),
+            "EBS snapshot": lambda i: call(self.ec2, "ec2", "DeleteSnapshot", SnapshotId=i),
+            "network interface": lambda i: call(
+                self.ec2, "ec2", "DeleteNetworkInterface", NetworkInterfaceId=i
+            ),
+            "spot request": lambda i: call(
+                self.ec2, "ec2", "CancelSpotInstanceRequests", SpotInstanceRequestIds=[i]
+            ),
+            "capacity reservation": lambda i: call(
+                self.ec2, "ec2", "CancelCapacityReservation", CapacityReservationId=i
+            ),
             "launch template": lambda i: call(
                 self.ec2, "ec2", "DeleteLaunchTemplate", LaunchTemplateId=i
             ),
@@ -205,11 +272,15 @@ class Sweeper:
         self.skipped: list[str] = []
         for lister in (
             self.groups,
+            self.spot_requests,
             self.instances,
+            self.reservations,
             self.nat_gateways,
             self.endpoints,
             self.addresses,
             self.volumes,
+            self.snapshots,
+            self.interfaces,
             self.launch_templates,
             self.placement_groups,
             self.security_groups,
