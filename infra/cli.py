@@ -118,6 +118,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         logs=client("logs", args.region),
         region=args.region,
         stack=args.stack,
+        fsx=client("fsx", args.region),
     )
     leftovers = sweeper.find()
     for skipped in sweeper.skipped:

@@ -249,3 +249,89 @@ def test_gpuc_preflight_end_to_end_against_a_moto_server(moto_server, tmp_path):
     assert f"PASS  AMI                {base['ImageId']}" in out
     assert "PASS  launch (dry run)   RunInstances would be allowed" in out
     assert result.returncode == 0, out + result.stderr
+
+
+@mock_aws
+def test_an_ami_from_ssm_resolves_through_the_parameter(monkeypatch):
+    aws = clients(1000, monkeypatch)
+    aws.ssm = boto3.client("ssm", region_name="us-east-1")
+    image = aws.ec2.describe_images(Owners=["self"])["Images"][0]["ImageId"]
+    aws.ssm.put_parameter(Name="/team/gpu-ami", Value=image, Type="String")
+    ok = preflight.check_ami(
+        load_spec(
+            {**TRAIN_LIKE, "gpu-cluster:ami": json.dumps({"ssmParameter": "/team/gpu-ami"})},
+            "train",
+        ),
+        aws,
+    )
+    assert ok.status == PASS and ok.value == image
+    missing = preflight.check_ami(
+        load_spec(
+            {**TRAIN_LIKE, "gpu-cluster:ami": json.dumps({"ssmParameter": "/team/none"})}, "train"
+        ),
+        aws,
+    )
+    assert missing.status == FAIL
+    assert missing.detail == "SSM parameter /team/none does not resolve (ParameterNotFound)"
+
+
+def test_missing_credentials_fail_the_first_check():
+    sts = boto3.client("sts", region_name="us-east-1")
+    stub = Stubber(sts)
+    stub.add_client_error("get_caller_identity", "ExpiredToken", "The security token expired")
+    stub.activate()
+    quotas = boto3.client("service-quotas", region_name="us-east-1")
+    Stubber(quotas).activate()  # no response queued: the quota check reports, not crashes
+    aws = Clients(ec2=_Nothing(), sts=sts, quotas=quotas, s3=None)
+    checks = {c.name: c for c in run_preflight(load_spec(TRAIN_LIKE, "train"), aws)}
+    assert checks["credentials"].status == FAIL
+    assert "sts:GetCallerIdentity failed: ExpiredToken" in checks["credentials"].detail
+
+
+class _Nothing:
+    """An EC2 client whose every call fails the way an unreachable endpoint does."""
+
+    def __getattr__(self, name):
+        from infra.errors import AwsError
+
+        def fail(*args, **kwargs):
+            raise AwsError("ec2 unreachable", "EndpointConnectionError")
+
+        if name == "waiter_names":
+            return []
+        return fail
+
+
+def test_a_reservation_that_does_not_fit_fails_preflight():
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    stub = Stubber(ec2)
+    stub.add_response(
+        "describe_capacity_reservations",
+        {
+            "CapacityReservations": [
+                {
+                    "CapacityReservationId": "cr-0123456789abcdef0",
+                    "InstanceType": "p4d.24xlarge",
+                    "AvailabilityZone": "us-east-1a",
+                    "TotalInstanceCount": 2,
+                    "AvailableInstanceCount": 2,
+                    "State": "active",
+                    "ReservationType": "default",
+                    "InstancePlatform": "Linux/UNIX",
+                }
+            ]
+        },
+    )
+    stub.activate()
+    spec = load_spec(
+        {
+            **TRAIN_LIKE,
+            "gpu-cluster:purchaseOption": "capacity-reservation",
+            "gpu-cluster:capacityReservation": json.dumps({"id": "cr-0123456789abcdef0"}),
+        },
+        "train",
+    )
+    check = preflight.check_reservation(spec, Clients(ec2=ec2, sts=None, quotas=None, s3=None))
+    assert check.status == FAIL
+    assert check.detail == "the capacity reservation cr-0123456789abcdef0 holds 2 instances"
+    assert check.fix == "pulumi config set nodes 2"

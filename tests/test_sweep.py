@@ -5,6 +5,7 @@ second sweep finds nothing."""
 from __future__ import annotations
 
 import boto3
+import pytest
 from moto import mock_aws
 
 from infra.aws.sweep import Sweeper
@@ -191,3 +192,35 @@ def test_status_and_sweep_end_to_end_against_a_moto_server(moto_server):
     again = gpuc("sweep", "--stack", "train", "--json")
     billing = [row for row in __import__("json").loads(again.stdout) if row["usd_per_hour"] > 0]
     assert billing == []
+
+
+def test_a_leftover_lustre_file_system_is_found_priced_and_deleted():
+    from botocore.stub import Stubber
+
+    fsx = boto3.client("fsx", region_name=REGION)
+    stub = Stubber(fsx)
+    system = {
+        "FileSystemId": "fs-0123456789abcdef0",
+        "Lifecycle": "AVAILABLE",
+        "StorageCapacity": 2400,
+        "LustreConfiguration": {"PerUnitStorageThroughput": 500},
+        "Tags": [{"Key": "gpu-cluster:stack", "Value": "train"}],
+    }
+    other = {
+        **system,
+        "FileSystemId": "fs-0fedcba9876543210",
+        "Tags": [{"Key": "gpu-cluster:stack", "Value": "other"}],
+    }
+    stub.add_response("describe_file_systems", {"FileSystems": [system, other]})
+    stub.add_response(
+        "delete_file_system",
+        {"FileSystemId": "fs-0123456789abcdef0", "Lifecycle": "DELETING"},
+        {"FileSystemId": "fs-0123456789abcdef0"},
+    )
+    with stub:
+        probe = Sweeper(None, None, None, REGION, "train", fsx=fsx)
+        (found,) = probe.file_systems()
+        assert found.resource_id == "fs-0123456789abcdef0"
+        assert found.usd_per_hour == pytest.approx(2400 * 0.29 / 730)
+        probe.delete(found)
+    stub.assert_no_pending_responses()

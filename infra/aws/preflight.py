@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 
 from components.catalog import load_catalog
-from components.dlami import dlami, dlami_image_name
+from components.dlami import dlami, dlami_image_name, dlami_parameter
 from components.purchase import CapacityBlock, CapacityReservation, Spot
 from components.quotas import on_demand_quota, spot_quota
 from infra.aws import call, client, paginate
@@ -55,6 +55,7 @@ class Clients:
     sts: Any
     quotas: Any
     s3: Any
+    ssm: Any = None
 
     @classmethod
     def for_region(cls, region: str, session: boto3.Session | None = None) -> Clients:
@@ -63,6 +64,7 @@ class Clients:
             sts=client("sts", region, session),
             quotas=client("service-quotas", region, session),
             s3=client("s3", region, session),
+            ssm=client("ssm", region, session),
         )
 
 
@@ -166,7 +168,18 @@ def check_ami(spec: ResolvedCluster, aws: Clients) -> Check:
         request: dict[str, Any] = {"ImageIds": [ami.id], "IncludeDeprecated": True}
         what = ami.id
     elif ami.ssm_parameter or ami.release == "latest":
-        return Check("AMI", WARN, "follows an SSM parameter; resolved at `pulumi up`")
+        parameter = ami.ssm_parameter or dlami_parameter(spec.facts.architecture)
+        try:
+            image_id = call(aws.ssm, "ssm", "GetParameter", Name=parameter)["Parameter"]["Value"]
+        except AwsError as error:
+            return Check(
+                "AMI",
+                FAIL,
+                f"SSM parameter {parameter} does not resolve ({error.code})",
+                "check the parameter name and region, or pin ami.release / ami.id",
+            )
+        request = {"ImageIds": [image_id], "IncludeDeprecated": True}
+        what = f"{image_id} (from {parameter})"
     else:
         name = dlami_image_name(spec.facts.architecture, ami.release)
         request = {

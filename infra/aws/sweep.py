@@ -41,6 +41,7 @@ class Sweeper:
     logs: Any
     region: str
     stack: str
+    fsx: Any = None
 
     # --- listing, one generator per kind, in deletion order ----------------------------------
 
@@ -222,6 +223,25 @@ class Sweeper:
             if group.get("GroupName") != "default":
                 yield Leftover("security group", group["GroupId"], group["GroupName"], 0.0)
 
+    def file_systems(self) -> Iterator[Leftover]:
+        if self.fsx is None:
+            return
+        unit = unit_prices(self.region)
+        for system in paginate(self.fsx, "fsx", "DescribeFileSystems", "FileSystems"):
+            if not has_tag(system.get("Tags"), self.stack):
+                continue
+            if system.get("Lifecycle") in ("DELETING", "DELETED"):
+                continue
+            size = system.get("StorageCapacity", 0)
+            tier = str(system.get("LustreConfiguration", {}).get("PerUnitStorageThroughput", 250))
+            per_gb = unit["fsx_lustre_persistent2_gb_month"].get(tier, 0.0)
+            yield Leftover(
+                "FSx file system",
+                system["FileSystemId"],
+                f"{size} GiB Lustre",
+                size * per_gb / unit.hours_per_month,
+            )
+
     def log_groups(self) -> Iterator[Leftover]:
         for group in paginate(self.logs, "logs", "DescribeLogGroups", "logGroups"):
             arn = group["arn"].removesuffix(":*")
@@ -263,6 +283,7 @@ class Sweeper:
             "placement group": lambda n: call(self.ec2, "ec2", "DeletePlacementGroup", GroupName=n),
             "security group": lambda i: call(self.ec2, "ec2", "DeleteSecurityGroup", GroupId=i),
             "log group": lambda n: call(self.logs, "logs", "DeleteLogGroup", logGroupName=n),
+            "FSx file system": lambda i: call(self.fsx, "fsx", "DeleteFileSystem", FileSystemId=i),
         }
         actions[leftover.kind](leftover.resource_id)
 
@@ -272,6 +293,7 @@ class Sweeper:
         self.skipped: list[str] = []
         for lister in (
             self.groups,
+            self.file_systems,
             self.spot_requests,
             self.instances,
             self.reservations,
