@@ -58,6 +58,7 @@ class GpuClusterArgs:
     # Set when two stacks may share the cluster name (the stack name): keeps account-wide
     # names unique and tags the nodes with it.
     scope: str = ""
+    container_network: str = "host"
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -221,6 +222,7 @@ class GpuCluster(pulumi.ComponentResource):
                 scope=args.scope,
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
+                container_network=args.container_network,
                 tags={**args.tags, CLUSTER_TAG: name},
             ),
             child,

@@ -24,11 +24,14 @@ def create_cluster_key(
     parent: pulumi.Resource,
     autoscaling_role_arn: pulumi.Input[str] | None = None,
     scope: str = "",
+    log_group_prefixes: tuple[str, ...] = (),
 ) -> tuple[aws.kms.Key, aws.kms.Alias]:
     """A symmetric key with rotation, an explicit policy and an alias; never deleted by a
     teardown (retained), and protected when it encrypts data that must outlive compute."""
     policy = pulumi.Output.all(partition, account_id, autoscaling_role_arn).apply(
-        lambda args: json.dumps(kms_key_policy(args[0], args[1], region, args[2]))
+        lambda args: json.dumps(
+            kms_key_policy(args[0], args[1], region, args[2], log_group_prefixes)
+        )
     )
     key = aws.kms.Key(
         child_name(name, "key"),

@@ -10,7 +10,9 @@ import pulumi
 
 from components.nic_layout import NicSlot
 
-IMDS_HOP_LIMIT = 2  # containers on the node reach IMDS; nothing further away does
+# IMDS answers the node itself (and host-network containers, the usual NCCL/EFA set-up); one
+# more hop only when the user says containers run on a bridge network.
+IMDS_HOP_LIMIT = {"host": 1, "bridge": 2}
 
 
 @dataclass
@@ -54,11 +56,11 @@ def nic_signature(slots: tuple[NicSlot, ...]) -> str:
     return ",".join(f"{s.network_card_index}.{s.device_index}:{s.interface_type}" for s in slots)
 
 
-def metadata_options() -> dict[str, Any]:
+def metadata_options(container_network: str = "host") -> dict[str, Any]:
     return {
         "http_endpoint": "enabled",
         "http_tokens": "required",
-        "http_put_response_hop_limit": IMDS_HOP_LIMIT,
+        "http_put_response_hop_limit": IMDS_HOP_LIMIT[container_network],
         "instance_metadata_tags": "enabled",
     }
 

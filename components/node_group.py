@@ -83,6 +83,7 @@ class GpuNodeGroupArgs:
     scope: str = ""  # see naming.unique_name
     root_volume: RootVolume = field(default_factory=RootVolume)
     public_ip: bool = False
+    container_network: str = "host"  # "bridge": containers need a second IMDS hop
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -117,7 +118,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ebs_optimized="true",
             update_default_version=True,
             iam_instance_profile={"arn": args.instance_profile_arn},
-            metadata_options=metadata_options(),
+            metadata_options=metadata_options(args.container_network),
+            monitoring={"enabled": True},  # 1-minute CloudWatch metrics for GPU nodes
             block_device_mappings=[
                 root_block_device(
                     args.root_device_name,

@@ -6,10 +6,15 @@ from typing import Any
 
 SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
 MIN_TLS_VERSION = "1.2"
+NODE_WRITE_PREFIXES = ("checkpoints", "outputs")
 
 
 def kms_key_policy(
-    partition: str, account_id: str, region: str, autoscaling_role_arn: str | None = None
+    partition: str,
+    account_id: str,
+    region: str,
+    autoscaling_role_arn: str | None = None,
+    log_group_prefixes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Explicit key policy: the account administers the key through IAM (AWS's default
     statement, which prevents an unmanageable key); CloudWatch Logs in this region may use it
@@ -18,7 +23,7 @@ def kms_key_policy(
     (AWS's documented key policy for encrypted volumes: the role's own IAM policy grants no
     KMS access, so without it launches fail with Client.InternalError)."""
     account_root = f"arn:{partition}:iam::{account_id}:root"
-    policy = {
+    policy: dict[str, Any] = {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -28,8 +33,12 @@ def kms_key_policy(
                 "Action": "kms:*",
                 "Resource": "*",
             },
+        ],
+    }
+    if log_group_prefixes:  # only this stack's log groups, not every log group of the account
+        policy["Statement"].append(
             {
-                "Sid": "AllowCloudWatchLogsForThisAccount",
+                "Sid": "AllowCloudWatchLogsForThisStack",
                 "Effect": "Allow",
                 "Principal": {"Service": f"logs.{region}.amazonaws.com"},
                 "Action": [
@@ -42,14 +51,14 @@ def kms_key_policy(
                 "Resource": "*",
                 "Condition": {
                     "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": (
-                            f"arn:{partition}:logs:{region}:{account_id}:log-group:*"
-                        )
+                        "kms:EncryptionContext:aws:logs:arn": [
+                            f"arn:{partition}:logs:{region}:{account_id}:log-group:{prefix}*"
+                            for prefix in log_group_prefixes
+                        ]
                     }
                 },
-            },
-        ],
-    }
+            }
+        )
     # FSx for Lustre reads and writes the bucket through a service-linked role per file system
     # (AWSServiceRoleForFSxS3Access_fs-...), which has no KMS permission of its own.
     policy["Statement"].append(
@@ -147,16 +156,22 @@ def node_access_policy(
                 "Resource": bucket_arn,
             },
             {
-                "Sid": "ReadWriteClusterObjects",
+                "Sid": "ReadClusterObjects",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": f"{bucket_arn}/*",
+            },
+            {
+                # nodes write checkpoints and outputs; datasets are read-only to them
+                "Sid": "WriteCheckpointsAndOutputs",
                 "Effect": "Allow",
                 "Action": [
-                    "s3:GetObject",
                     "s3:PutObject",
                     "s3:DeleteObject",
                     "s3:AbortMultipartUpload",
                     "s3:ListMultipartUploadParts",
                 ],
-                "Resource": f"{bucket_arn}/*",
+                "Resource": [f"{bucket_arn}/{prefix}/*" for prefix in NODE_WRITE_PREFIXES],
             },
             {
                 "Sid": "UseClusterKeys",

@@ -58,6 +58,12 @@ class ClusterSecurity(pulumi.ComponentResource):
             parent=self,
             autoscaling_role_arn=self.autoscaling_role.arn if self.autoscaling_role else None,
             scope=args.scope,
+            # the stack's flow-log and node-event log groups (named after the cluster)
+            log_group_prefixes=(
+                (f"/gpu-cluster/{args.cluster}-", f"/aws/events/gpu-cluster/{args.cluster}-")
+                if args.cluster
+                else ()
+            ),
         )
         child = pulumi.ResourceOptions(parent=self)
         self.role = aws.iam.Role(

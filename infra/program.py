@@ -107,6 +107,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             nat_gateway=spec.network.nat_gateway,
             public_ip=spec.network.public_ip,
             scope="" if spec.name == spec.stack else spec.stack,
+            container_network=spec.container_network,
             tags=cluster_tags(spec.name, spec.tags, spec.stack),
         ),
     )

@@ -133,6 +133,7 @@ class StackSpec(StrictModel):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     ami: AmiSpec = Field(default_factory=AmiSpec)
     fsx: FsxSpec | None = None
+    container_network: Literal["host", "bridge"] = "host"  # IMDS hop limit 1, or 2 for bridge
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("spot", "capacity_reservation", "capacity_block", "fsx", mode="before")

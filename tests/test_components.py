@@ -134,7 +134,14 @@ def test_instance_role_trusts_only_ec2_with_ssm_and_scoped_access(train_plan):
     resources = {s["Sid"]: s["Resource"] for s in access["Statement"]}
     bucket = train_plan.outputs["bucketName"]
     assert resources["ListClusterBucket"] == f"arn:aws:s3:::{bucket}"
-    assert resources["ReadWriteClusterObjects"] == f"arn:aws:s3:::{bucket}/*"
+    assert resources["ReadClusterObjects"] == f"arn:aws:s3:::{bucket}/*"
+    # datasets are read-only to nodes: writes and deletes only under checkpoints/ and outputs/
+    assert resources["WriteCheckpointsAndOutputs"] == [
+        f"arn:aws:s3:::{bucket}/checkpoints/*",
+        f"arn:aws:s3:::{bucket}/outputs/*",
+    ]
+    actions = {s["Sid"]: s["Action"] for s in access["Statement"]}
+    assert actions["ReadClusterObjects"] == "s3:GetObject"
     assert "*" not in resources["UseClusterKeys"]
     assert len(resources["UseClusterKeys"]) == 2  # the cluster key and the data stack's key
 
@@ -369,3 +376,28 @@ def test_multi_interface_templates_never_set_associate_public_ip(train_plan):
     )
     (nic,) = only(single, LT).inputs["networkInterfaces"]
     assert nic["associatePublicIpAddress"] == "false"
+
+
+def test_imds_hop_limit_is_one_unless_containers_use_a_bridge_network(train_plan):
+    assert only(train_plan, LT).inputs["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    assert only(train_plan, LT).inputs["monitoring"] == {"enabled": True}  # 1-minute metrics
+    bridge = plan_config({**TRAIN_LIKE, "gpu-cluster:containerNetwork": "bridge"}, stack="train")
+    assert bridge.error is None, bridge.error
+    assert only(bridge, LT).inputs["metadataOptions"]["httpPutResponseHopLimit"] == 2
+
+
+def test_the_cluster_key_serves_only_this_stacks_log_groups(train_plan):
+    key = train_plan.named("train-security-key")
+    statements = {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
+    logs = statements["AllowCloudWatchLogsForThisStack"]["Condition"]["ArnLike"]
+    patterns = logs["kms:EncryptionContext:aws:logs:arn"]
+    assert patterns == [
+        "arn:aws:logs:us-east-1:123456789012:log-group:/gpu-cluster/train-*",
+        "arn:aws:logs:us-east-1:123456789012:log-group:/aws/events/gpu-cluster/train-*",
+    ]
+    from fnmatch import fnmatch
+
+    for group in ("train-network-flow-logs", "train-nodes-events"):
+        name = train_plan.named(group).inputs["name"]
+        arn = f"arn:aws:logs:us-east-1:123456789012:log-group:{name}"
+        assert any(fnmatch(arn, pattern) for pattern in patterns), name

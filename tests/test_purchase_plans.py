@@ -374,7 +374,7 @@ def test_a_plain_instance_needs_no_autoscaling_role():
     }
     assert sids == {
         "EnableIamPolicies",
-        "AllowCloudWatchLogsForThisAccount",
+        "AllowCloudWatchLogsForThisStack",
         "AllowFsxLustreDataRepositories",
     }
 

@@ -31,6 +31,7 @@ COMPUTE_KEYS = (
     "network",
     "ami",
     "fsx",
+    "containerNetwork",
 )
 
 

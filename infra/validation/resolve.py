@@ -58,6 +58,7 @@ class ResolvedCluster:
     fsx: FsxSpec | None = None
     warnings: tuple[str, ...] = ()
     choice_note: str | None = None  # why a gpu request became this type
+    container_network: str = "host"
 
     @property
     def total_gpus(self) -> float:
@@ -140,6 +141,7 @@ def resolve(
             fsx=spec.fsx,
             warnings=cluster_warnings(spec, facts, layout, known_stacks or []),
             choice_note=gpu_choice_note(spec, catalog),
+            container_network=spec.container_network,
         ),
         [],
     )
