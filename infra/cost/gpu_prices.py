@@ -66,10 +66,5 @@ def on_demand_hourly(region: str, instance_type: str) -> float | None:
     return price_table().on_demand.get((region, instance_type))
 
 
-def spot_hourly(region: str, instance_type: str, zone_id: str) -> float | None:
-    """Spot USD/hour in one availability zone (by AZ id), or None when the snapshot has none."""
-    return price_table().spot.get((region, instance_type), {}).get(zone_id)
-
-
 def spot_by_zone(region: str, instance_type: str) -> dict[str, float]:
     return dict(price_table().spot.get((region, instance_type), {}))
