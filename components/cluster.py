@@ -143,6 +143,7 @@ class GpuCluster(pulumi.ComponentResource):
                 DataStoreArgs(
                     bucket_name=args.storage.bucket_name,
                     kms_key_arn=self.security.key.arn,
+                    account_id=identity.account_id,
                     tags=args.tags,
                 ),
                 child,

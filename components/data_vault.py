@@ -36,7 +36,12 @@ class DataVault(pulumi.ComponentResource):
         )
         self.store = DataStore(
             child_name(name, "data"),
-            DataStoreArgs(bucket_name=args.bucket_name, kms_key_arn=self.key.arn, tags=args.tags),
+            DataStoreArgs(
+                bucket_name=args.bucket_name,
+                kms_key_arn=self.key.arn,
+                account_id=args.account_id,
+                tags=args.tags,
+            ),
             pulumi.ResourceOptions(parent=self),
         )
         self.bucket_name = self.store.bucket.bucket

@@ -9,15 +9,21 @@ import pulumi
 import pulumi_aws as aws
 
 from components.naming import child_name
-from components.policies import tls_only_bucket_policy
+from components.policies import (
+    ACCESS_LOG_PREFIX,
+    access_log_bucket_policy,
+    tls_only_bucket_policy,
+)
 
 ABORT_INCOMPLETE_UPLOADS_DAYS = 7
+LOG_RETENTION_DAYS = 365
 
 
 @dataclass
 class DataStoreArgs:
     bucket_name: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]
+    account_id: pulumi.Input[str] | None = None  # set: server access logs to a log bucket
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -93,4 +99,70 @@ class DataStore(pulumi.ComponentResource):
             policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))),
             opts=keep,
         )
+        self.log_bucket = None
+        if args.account_id is not None:
+            self.log_bucket = self._access_logs(name, args, keep)
         self.register_outputs({"bucketName": self.bucket.bucket, "bucketArn": self.bucket.arn})
+
+    def _access_logs(
+        self, name: str, args: DataStoreArgs, keep: pulumi.ResourceOptions
+    ) -> aws.s3.Bucket:
+        """Who read or wrote the data: S3 server access logs in a locked-down bucket of their
+        own, encrypted with S3-managed keys (the only default encryption AWS allows for a
+        server-access-log destination), kept LOG_RETENTION_DAYS."""
+        logs = aws.s3.Bucket(
+            child_name(name, "access-logs"),
+            force_destroy=False,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=True)),
+        )
+        aws.s3.BucketPublicAccessBlock(
+            child_name(name, "access-logs-public-access-block"),
+            bucket=logs.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=keep,
+        )
+        aws.s3.BucketOwnershipControls(
+            child_name(name, "access-logs-ownership"),
+            bucket=logs.id,
+            rule={"object_ownership": "BucketOwnerEnforced"},
+            opts=keep,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            child_name(name, "access-logs-encryption"),
+            bucket=logs.id,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
+            opts=keep,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            child_name(name, "access-logs-lifecycle"),
+            bucket=logs.id,
+            rules=[
+                {
+                    "id": "expire-access-logs",
+                    "status": "Enabled",
+                    "filter": {"prefix": ACCESS_LOG_PREFIX},
+                    "expiration": {"days": LOG_RETENTION_DAYS},
+                }
+            ],
+            opts=keep,
+        )
+        aws.s3.BucketPolicy(
+            child_name(name, "access-logs-policy"),
+            bucket=logs.id,
+            policy=pulumi.Output.all(logs.arn, self.bucket.arn, args.account_id).apply(
+                lambda parts: json.dumps(access_log_bucket_policy(*parts))
+            ),
+            opts=keep,
+        )
+        aws.s3.BucketLogging(
+            child_name(name, "access-logging"),
+            bucket=self.bucket.id,
+            target_bucket=logs.id,
+            target_prefix=ACCESS_LOG_PREFIX,
+            opts=keep,
+        )
+        return logs

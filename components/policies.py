@@ -224,6 +224,32 @@ def health_reporting_statements(cluster: str) -> list[dict[str, Any]]:
     ]
 
 
+ACCESS_LOG_PREFIX = "logs/"
+
+
+def access_log_bucket_policy(
+    log_bucket_arn: str, source_bucket_arn: str, account_id: str
+) -> dict[str, Any]:
+    """S3 server access logging may write the source bucket's logs (and nothing else may
+    reach the log bucket without TLS 1.2)."""
+    policy = tls_only_bucket_policy(log_bucket_arn)
+    policy["Statement"].insert(
+        0,
+        {
+            "Sid": "S3ServerAccessLogs",
+            "Effect": "Allow",
+            "Principal": {"Service": "logging.s3.amazonaws.com"},
+            "Action": "s3:PutObject",
+            "Resource": f"{log_bucket_arn}/{ACCESS_LOG_PREFIX}*",
+            "Condition": {
+                "ArnLike": {"aws:SourceArn": source_bucket_arn},
+                "StringEquals": {"aws:SourceAccount": account_id},
+            },
+        },
+    )
+    return policy
+
+
 def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
     """Deny any request without TLS, and any request with TLS older than 1.2."""
     resources = [bucket_arn, f"{bucket_arn}/*"]

@@ -5,6 +5,7 @@ tests on every stack's offline plan. Imports nothing from the project."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Callable
 from typing import Any
@@ -104,6 +105,32 @@ RULES: dict[str, tuple[str, Rule]] = {
 }
 
 
-def violations(type_: str, props: dict[str, Any]) -> list[tuple[str, str]]:
-    """Every (rule name, message) a resource violates."""
-    return [(name, message) for name, (_, rule) in RULES.items() for message in rule(type_, props)]
+# Explicit, documented exceptions: (rule, resource-name pattern) -> why.
+SUPPRESSIONS: dict[tuple[str, str], str] = {
+    ("bucket-locked-down", "*-access-logs-encryption"): (
+        "an S3 server-access-log destination supports only SSE-S3 default encryption (AWS S3 "
+        "docs, server access logging); the log bucket is private, TLS-only and versionless"
+    ),
+}
+
+
+def suppressed(rule: str, resource_name: str) -> str | None:
+    """Why a rule does not apply to this resource, or None."""
+    return next(
+        (
+            why
+            for (name, pattern), why in SUPPRESSIONS.items()
+            if name == rule and fnmatch.fnmatchcase(resource_name, pattern)
+        ),
+        None,
+    )
+
+
+def violations(type_: str, props: dict[str, Any], resource_name: str = "") -> list[tuple[str, str]]:
+    """Every (rule name, message) a resource violates, suppressions left out."""
+    return [
+        (name, message)
+        for name, (_, rule) in RULES.items()
+        for message in rule(type_, props)
+        if not suppressed(name, resource_name)
+    ]

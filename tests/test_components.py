@@ -210,12 +210,12 @@ def test_created_bucket_is_protected_retained_and_locked_down():
     config = {**TRAIN_LIKE, "gpu-cluster:nodes": "1", "gpu-cluster:storage": '{"source": "create"}'}
     plan = plan_config(config, stack="solo")
     assert plan.error is None, plan.error
-    bucket = only(plan, "aws:s3/bucket:Bucket")
+    bucket = plan.named("solo-data-bucket")
     assert bucket.protect and bucket.retain_on_delete
     assert plan.named("solo-security-key").protect  # the key now guards data
     store_children = [r for r in plan.resources if r.parent == plan.named("solo-data").urn]
     assert all(r.retain_on_delete for r in store_children)
-    block = only(plan, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    block = plan.named("solo-data-public-access-block").inputs
     assert all(
         block[k]
         for k in (
@@ -225,25 +225,22 @@ def test_created_bucket_is_protected_retained_and_locked_down():
             "restrictPublicBuckets",
         )
     )
-    ownership = only(plan, "aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs
+    ownership = plan.named("solo-data-ownership").inputs
     assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
-    (rule,) = only(
-        plan,
-        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
-    ).inputs["rules"]
+    (rule,) = plan.named("solo-data-encryption").inputs["rules"]
     assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
     assert (
         rule["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"]
         == plan.state(plan.named("solo-security-key"))["arn"]
     )
     assert rule["bucketKeyEnabled"] is True
-    versioning = only(plan, "aws:s3/bucketVersioning:BucketVersioning").inputs
+    versioning = plan.named("solo-data-versioning").inputs
     assert versioning["versioningConfiguration"]["status"] == "Enabled"
-    policy = json.loads(only(plan, "aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
+    policy = json.loads(plan.named("solo-data-tls-only").inputs["policy"])
     conditions = [s["Condition"] for s in policy["Statement"] if s["Effect"] == "Deny"]
     assert {"Bool": {"aws:SecureTransport": "false"}} in conditions
     assert {"NumericLessThan": {"s3:TlsVersion": "1.2"}} in conditions
-    lifecycle = only(plan, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    lifecycle = plan.named("solo-data-lifecycle")
     (rule,) = lifecycle.inputs["rules"]
     assert rule["abortIncompleteMultipartUpload"]["daysAfterInitiation"] >= 1
 
@@ -401,3 +398,44 @@ def test_the_cluster_key_serves_only_this_stacks_log_groups(train_plan):
         name = train_plan.named(group).inputs["name"]
         arn = f"arn:aws:logs:us-east-1:123456789012:log-group:{name}"
         assert any(fnmatch(arn, pattern) for pattern in patterns), name
+
+
+def test_data_bucket_access_is_logged_to_a_locked_down_bucket():
+    plan = plan_stack_data()
+    data = plan.named("data-data-bucket")
+    logs = plan.named("data-data-access-logs")
+    assert logs.protect and logs.retain_on_delete
+    logging = plan.named("data-data-access-logging").inputs
+    assert logging["bucket"] == plan.state(data)["id"]
+    assert logging["targetBucket"] == plan.state(logs)["id"] and logging["targetPrefix"] == "logs/"
+    (rule,) = plan.named("data-data-access-logs-encryption").inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "AES256"}
+    block = plan.named("data-data-access-logs-public-access-block").inputs
+    assert all(
+        block[k]
+        for k in (
+            "blockPublicAcls",
+            "blockPublicPolicy",
+            "ignorePublicAcls",
+            "restrictPublicBuckets",
+        )
+    )
+    policy = json.loads(plan.named("data-data-access-logs-policy").inputs["policy"])
+    (allow,) = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"Service": "logging.s3.amazonaws.com"}
+    assert allow["Resource"] == plan.state(logs)["arn"] + "/logs/*"
+    assert allow["Condition"] == {
+        "ArnLike": {"aws:SourceArn": plan.state(data)["arn"]},
+        "StringEquals": {"aws:SourceAccount": "123456789012"},
+    }
+    assert {"Bool": {"aws:SecureTransport": "false"}} in [
+        s["Condition"] for s in policy["Statement"] if s["Effect"] == "Deny"
+    ]
+
+
+def plan_stack_data():
+    from conftest import plan_stack
+
+    plan = plan_stack("data")
+    assert plan.error is None, plan.error
+    return plan

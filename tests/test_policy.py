@@ -14,8 +14,20 @@ from policy.rules import violations
 def test_every_stack_passes_the_policy_pack(stack):
     plan = plan_stack(stack)
     assert plan.error is None
-    found = [(r.name, v) for r in plan.resources for v in violations(r.type, r.inputs)]
+    found = [(r.name, v) for r in plan.resources for v in violations(r.type, r.inputs, r.name)]
     assert found == []
+
+
+def test_the_access_log_bucket_is_the_only_documented_exception():
+    from policy.rules import SUPPRESSIONS, suppressed
+
+    plan = plan_stack("data")
+    encryption = plan.named("data-data-access-logs-encryption")
+    unsuppressed = violations(encryption.type, encryption.inputs)
+    assert [rule for rule, _ in unsuppressed] == ["bucket-locked-down"]  # SSE-S3, not KMS
+    assert violations(encryption.type, encryption.inputs, encryption.name) == []
+    assert suppressed("bucket-locked-down", "data-data-encryption") is None  # the data bucket
+    assert len(SUPPRESSIONS) == 1 and all(SUPPRESSIONS.values())
 
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -13,6 +13,9 @@ from infra.validation import ResolvedCluster
 
 
 def test_current_config_reads_the_cli_environment(monkeypatch):
+    from pulumi.runtime.config import set_all_config
+
+    set_all_config({})  # nothing left over from an earlier in-process plan
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps(TRAIN_LIKE))
     config = current_config()
     assert config["gpu-cluster:instanceType"] == "p4d.24xlarge"
