@@ -167,7 +167,8 @@ def test_user_data_builds_raid0_and_node_list(train_plan):
 
     script = base64.b64decode(only(train_plan, LT).inputs["userData"]).decode()
     assert 'mdadm --create "$ARRAY" --name="$LABEL" --level=0' in script
-    assert "systemctl enable gpu-cluster-scratch.service" in script
+    assert 'boot_unit gpu-cluster-scratch "NVMe scratch space"' in script
+    assert 'systemctl enable "$1.service"' in script
     assert "NVME_DISKS=8" in script and "EFA_INTERFACES=4" in script and "SPOT=false" in script
     assert "/etc/gpu-cluster/nodes" in script and "/etc/gpu-cluster/torchrun.env" in script
     # the node count comes from the node's Auto Scaling group, not from the template

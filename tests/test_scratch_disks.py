@@ -134,6 +134,7 @@ def test_a_type_without_instance_store_uses_the_root_volume(node):
 def test_user_data_never_lets_scratch_stop_discovery():
     script = render_user_data(BootConfig("train", "us-east-1", 8, 8, 4, "b"))
     assert "set -e" not in script.split("\n", 3)[2]  # no errexit for the bootstrap
-    scratch = script.index("systemctl start gpu-cluster-scratch.service ||")
+    assert 'systemctl start "$1.service" ||' in script  # every boot unit is non-fatal
+    scratch = script.index("boot_unit gpu-cluster-scratch ")
     assert scratch < script.index("/usr/local/sbin/gpu-cluster-nodes --wait")
     assert "/etc/fstab" not in script  # mounted by the unit on every boot, by UUID

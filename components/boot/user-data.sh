@@ -19,94 +19,61 @@ EXPECTED_BUSBW_GBPS={{EXPECTED_BUSBW}}
 ENV
 . /etc/gpu-cluster/cluster.env
 
+# A boot step: /usr/local/sbin/NAME run by a oneshot unit on every boot, started now and never
+# fatal (a failure is reported and the steps after it still run).
+#   boot_unit NAME DESCRIPTION AFTER [WANTS]
+boot_unit() {
+  chmod 755 "/usr/local/sbin/$1"
+  cat > "/etc/systemd/system/$1.service" <<UNIT
+[Unit]
+Description=gpu-cluster: $2
+After=$3
+Wants=${4:-}
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/$1
+[Install]
+WantedBy=multi-user.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable "$1.service"
+  systemctl start "$1.service" || echo "gpu-cluster: $1 failed ($2)" >&2
+}
+
 # 1. NVMe scratch space, set up by a unit that runs on every boot (never fatal).
 cat > /usr/local/sbin/gpu-cluster-scratch <<'SCRIPT'
 {{SCRATCH_SCRIPT}}
 SCRIPT
-chmod 755 /usr/local/sbin/gpu-cluster-scratch
-cat > /etc/systemd/system/gpu-cluster-scratch.service <<'UNIT'
-[Unit]
-Description=gpu-cluster: NVMe scratch space
-After=local-fs.target dlami-nvme.service
-Wants=dlami-nvme.service
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/local/sbin/gpu-cluster-scratch
-[Install]
-WantedBy=multi-user.target
-UNIT
-systemctl daemon-reload
-systemctl enable gpu-cluster-scratch.service
-systemctl start gpu-cluster-scratch.service || echo "gpu-cluster: scratch setup failed" >&2
+boot_unit gpu-cluster-scratch "NVMe scratch space" "local-fs.target dlami-nvme.service" \
+  dlami-nvme.service
 
 # 2. The data bucket at $DATA_MOUNT (Mountpoint for Amazon S3, cache on NVMe), every boot.
 cat > /usr/local/sbin/gpu-cluster-data <<'SCRIPT'
 {{DATA_SCRIPT}}
 SCRIPT
-chmod 755 /usr/local/sbin/gpu-cluster-data
-cat > /etc/systemd/system/gpu-cluster-data.service <<'UNIT'
-[Unit]
-Description=gpu-cluster: data bucket mount
-After=gpu-cluster-scratch.service network-online.target
-Wants=network-online.target
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/local/sbin/gpu-cluster-data
-[Install]
-WantedBy=multi-user.target
-UNIT
-systemctl daemon-reload
-systemctl enable gpu-cluster-data.service
-systemctl start gpu-cluster-data.service || echo "gpu-cluster: data mount failed" >&2
+boot_unit gpu-cluster-data "data bucket mount" \
+  "gpu-cluster-scratch.service network-online.target" network-online.target
 
 # 2b. FSx for Lustre at $LUSTRE_MOUNT when the cluster has one.
 if [ -n "$LUSTRE_TARGET" ]; then
   cat > /usr/local/sbin/gpu-cluster-lustre <<'SCRIPT'
 {{LUSTRE_SCRIPT}}
 SCRIPT
-  chmod 755 /usr/local/sbin/gpu-cluster-lustre
-  cat > /etc/systemd/system/gpu-cluster-lustre.service <<'UNIT'
-[Unit]
-Description=gpu-cluster: FSx for Lustre mount
-After=network-online.target
-Wants=network-online.target
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/local/sbin/gpu-cluster-lustre
-[Install]
-WantedBy=multi-user.target
-UNIT
-  systemctl daemon-reload
-  systemctl enable gpu-cluster-lustre.service
-  systemctl start gpu-cluster-lustre.service || echo "gpu-cluster: Lustre mount failed" >&2
+  boot_unit gpu-cluster-lustre "FSx for Lustre mount" network-online.target \
+    network-online.target
 fi
 
 # 3. Health check at every boot: EFA devices, GPUs and ECC, NVSwitch fabric manager.
 cat > /usr/local/sbin/gpu-cluster-health <<'SCRIPT'
 {{HEALTH_SCRIPT}}
 SCRIPT
-chmod 755 /usr/local/sbin/gpu-cluster-health
 mkdir -p /usr/local/lib/gpu-cluster
 cat > /usr/local/lib/gpu-cluster/allreduce_bench.py <<'SCRIPT'
 {{ALLREDUCE_BENCH}}
 SCRIPT
-cat > /etc/systemd/system/gpu-cluster-health.service <<'UNIT'
-[Unit]
-Description=gpu-cluster: node health check
-After=gpu-cluster-scratch.service nvidia-fabricmanager.service network-online.target
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/local/sbin/gpu-cluster-health
-[Install]
-WantedBy=multi-user.target
-UNIT
-systemctl daemon-reload
-systemctl enable gpu-cluster-health.service
-systemctl start gpu-cluster-health.service || echo "gpu-cluster: node failed its health check" >&2
+boot_unit gpu-cluster-health "node health check" \
+  "gpu-cluster-scratch.service nvidia-fabricmanager.service network-online.target"
 
 # 4. The node list and torchrun environment, rebuilt from EC2 as nodes come and go.
 cat > /usr/local/sbin/gpu-cluster-nodes <<'SCRIPT'
