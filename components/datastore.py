@@ -43,21 +43,7 @@ class DataStore(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=True)),
         )
-        aws.s3.BucketPublicAccessBlock(
-            child_name(name, "public-access-block"),
-            bucket=self.bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=keep,
-        )
-        aws.s3.BucketOwnershipControls(
-            child_name(name, "ownership"),
-            bucket=self.bucket.id,
-            rule={"object_ownership": "BucketOwnerEnforced"},
-            opts=keep,
-        )
+        _close_to_public(name, "", self.bucket, keep)
         aws.s3.BucketServerSideEncryptionConfiguration(
             child_name(name, "encryption"),
             bucket=self.bucket.id,
@@ -116,21 +102,7 @@ class DataStore(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=True)),
         )
-        aws.s3.BucketPublicAccessBlock(
-            child_name(name, "access-logs-public-access-block"),
-            bucket=logs.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=keep,
-        )
-        aws.s3.BucketOwnershipControls(
-            child_name(name, "access-logs-ownership"),
-            bucket=logs.id,
-            rule={"object_ownership": "BucketOwnerEnforced"},
-            opts=keep,
-        )
+        _close_to_public(name, "access-logs-", logs, keep)
         aws.s3.BucketServerSideEncryptionConfiguration(
             child_name(name, "access-logs-encryption"),
             bucket=logs.id,
@@ -166,3 +138,24 @@ class DataStore(pulumi.ComponentResource):
             opts=keep,
         )
         return logs
+
+
+def _close_to_public(
+    name: str, prefix: str, bucket: aws.s3.Bucket, keep: pulumi.ResourceOptions
+) -> None:
+    """Block every kind of public access to `bucket` and disable its ACLs (owner owns all)."""
+    aws.s3.BucketPublicAccessBlock(
+        child_name(name, f"{prefix}public-access-block"),
+        bucket=bucket.id,
+        block_public_acls=True,
+        block_public_policy=True,
+        ignore_public_acls=True,
+        restrict_public_buckets=True,
+        opts=keep,
+    )
+    aws.s3.BucketOwnershipControls(
+        child_name(name, f"{prefix}ownership"),
+        bucket=bucket.id,
+        rule={"object_ownership": "BucketOwnerEnforced"},
+        opts=keep,
+    )
