@@ -30,6 +30,13 @@ def plan_stack(stack: str) -> Plan:
     return run_plan(stack, load_stack_config(stack, ROOT))
 
 
+def only(plan: Plan, type_: str):
+    """The one resource of `type_` in `plan` (fails, naming what it found, unless exactly one)."""
+    found = plan.of_type(type_)
+    assert len(found) == 1, [r.name for r in found]
+    return found[0]
+
+
 def plan_config(config: dict[str, str], stack: str = "test") -> Plan:
     return run_plan(stack, config)
 

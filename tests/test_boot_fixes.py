@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from conftest import ROOT, TRAIN_LIKE, plan_config
+from conftest import ROOT, TRAIN_LIKE, only, plan_config
 
 from components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
 from components.dlami import dlami_supports
@@ -17,11 +17,6 @@ from infra.stack_files import load_stack_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 GROUP = "aws:autoscaling/group:Group"
-
-
-def only(plan, type_):
-    (found,) = plan.of_type(type_)
-    return found
 
 
 def user_data(plan) -> str:

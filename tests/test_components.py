@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import json
 
-from conftest import TRAIN_LIKE, plan_config
+from conftest import TRAIN_LIKE, only, plan_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
 GROUP = "aws:autoscaling/group:Group"
 KEY = "aws:kms/key:Key"
-
-
-def only(plan, type_):
-    found = plan.of_type(type_)
-    assert len(found) == 1, [r.name for r in found]
-    return found[0]
 
 
 def test_four_p4d_nodes_in_one_auto_scaling_group(train_plan):

@@ -7,7 +7,7 @@ import base64
 import json
 
 import pytest
-from conftest import ROOT, TRAIN_LIKE, plan_config
+from conftest import ROOT, TRAIN_LIKE, only, plan_config
 
 from infra.errors import AwsError, ConfigError
 from infra.facts import ReservationFacts
@@ -20,12 +20,6 @@ PG = "aws:ec2/placementGroup:PlacementGroup"
 RESERVATION = "aws:ec2/capacityReservation:CapacityReservation"
 RULE = "aws:cloudwatch/eventRule:EventRule"
 BLOCK_ID = "cr-0123456789abcdef0"
-
-
-def only(plan, type_):
-    found = plan.of_type(type_)
-    assert len(found) == 1, [r.name for r in found]
-    return found[0]
 
 
 def train_with(**values: object) -> dict[str, str]:
