@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import stat
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +30,14 @@ TRAIN_LIKE = {
 
 def plan_stack(stack: str) -> Plan:
     return run_plan(stack, load_stack_config(stack, ROOT))
+
+
+def write_stubs(folder: Path, stubs: dict[str, str]) -> None:
+    """Executable bash stand-ins for commands: `{name: body}` written into `folder`."""
+    for name, body in stubs.items():
+        path = folder / name
+        path.write_text("#!/bin/bash\n" + body)
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
 def only(plan: Plan, type_: str):

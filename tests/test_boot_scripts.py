@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import write_stubs
 
 from components.user_data import BootConfig, boot_script, fill, render_user_data
 
@@ -20,9 +20,7 @@ TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1")
 
 
 def stub(folder: Path, name: str, body: str) -> None:
-    path = folder / name
-    path.write_text("#!/bin/bash\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    write_stubs(folder, {name: body})
 
 
 def extract(script: str, target: str) -> str:

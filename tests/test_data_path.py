@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
+
+from conftest import write_stubs
 
 from components.user_data import boot_script
 
@@ -28,10 +29,7 @@ def run(tmp_path, *, installed=False, download_ok=True, mounted=False):
     }
     if installed:
         stubs["mount-s3"] = f'echo "mount-s3 $*" >> {calls}\n'
-    for name, body in stubs.items():
-        path = bin_dir / name
-        path.write_text("#!/bin/bash\n" + body)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    write_stubs(bin_dir, stubs)
     script = tmp_path / "data.sh"
     script.write_text(boot_script("gpu-cluster-data.sh"))
     env = {

@@ -7,11 +7,10 @@ import importlib.util
 import json
 import os
 import shutil
-import stat
 import subprocess
 
 import pytest
-from conftest import TRAIN_LIKE, plan_config
+from conftest import TRAIN_LIKE, plan_config, write_stubs
 
 from components.user_data import BOOT_DIR, boot_script
 
@@ -48,10 +47,7 @@ def run_health(tmp_path, *, efa=4, efa_found=4, gpus=8, ecc="0", fabric="active"
         "curl": 'case "$*" in\n  *instance-id*) echo i-0abc;;\n  *) echo token;;\nesac\n',
         "aws": f'echo "$*" >> {tmp_path}/aws-calls\n',
     }
-    for name, body in stubs.items():
-        path = bin_dir / name
-        path.write_text("#!/bin/bash\n" + body)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    write_stubs(bin_dir, stubs)
     script = tmp_path / "health.sh"
     script.write_text(boot_script("gpu-cluster-health.sh"))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUC_ETC": str(etc)}

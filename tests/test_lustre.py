@@ -7,11 +7,10 @@ import base64
 import json
 import os
 import shutil
-import stat
 import subprocess
 
 import pytest
-from conftest import ROOT, TRAIN_LIKE, plan_config
+from conftest import ROOT, TRAIN_LIKE, plan_config, write_stubs
 
 from components.user_data import boot_script
 from infra.config import load_spec
@@ -127,14 +126,14 @@ def test_mount_script_installs_the_client_and_mounts(tmp_path):
         f"LUSTRE_TARGET=fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd\nLUSTRE_MOUNT={tmp_path}/fsx\n"
     )
     calls = tmp_path / "calls"
-    for name, body in {
-        "modinfo": "exit 0\n",  # the client is already installed
-        "mountpoint": "exit 1\n",
-        "mount": f'echo "mount $*" >> {calls}\n',
-    }.items():
-        path = bin_dir / name
-        path.write_text("#!/bin/bash\n" + body)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    write_stubs(
+        bin_dir,
+        {
+            "modinfo": "exit 0\n",  # the client is already installed
+            "mountpoint": "exit 1\n",
+            "mount": f'echo "mount $*" >> {calls}\n',
+        },
+    )
     script = tmp_path / "lustre.sh"
     script.write_text(boot_script("gpu-cluster-lustre.sh"))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUC_ETC": str(etc)}

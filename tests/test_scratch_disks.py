@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import write_stubs
 
 from components.user_data import BootConfig, boot_script, render_user_data
 
@@ -43,10 +43,7 @@ def node(tmp_path):
         folder.mkdir()
     (state / "mounts").write_text("")
     (state / "calls").write_text("")
-    for name, body in STUBS.items():
-        path = bin_dir / name
-        path.write_text("#!/bin/bash\n" + body)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    write_stubs(bin_dir, STUBS)
     script = tmp_path / "scratch.sh"
     script.write_text(boot_script("gpu-cluster-scratch.sh"))
     env = {
