@@ -201,16 +201,9 @@ def test_components_parent_chain_and_names(train_plan):
             assert resource.name.startswith("train-"), resource.name
 
 
-def test_created_bucket_is_protected_retained_and_locked_down():
-    config = {**TRAIN_LIKE, "gpu-cluster:nodes": "1", "gpu-cluster:storage": '{"source": "create"}'}
-    plan = plan_config(config, stack="solo")
-    assert plan.error is None, plan.error
-    bucket = plan.named("solo-data-bucket")
-    assert bucket.protect and bucket.retain_on_delete
-    assert plan.named("solo-security-key").protect  # the key now guards data
-    store_children = [r for r in plan.resources if r.parent == plan.named("solo-data").urn]
-    assert all(r.retain_on_delete for r in store_children)
-    block = plan.named("solo-data-public-access-block").inputs
+def assert_closed_to_public(plan, prefix: str) -> None:
+    """The bucket's four public-access blocks are on and its ACLs are off (owner enforced)."""
+    block = plan.named(f"{prefix}public-access-block").inputs
     assert all(
         block[k]
         for k in (
@@ -220,8 +213,20 @@ def test_created_bucket_is_protected_retained_and_locked_down():
             "restrictPublicBuckets",
         )
     )
-    ownership = plan.named("solo-data-ownership").inputs
+    ownership = plan.named(f"{prefix}ownership").inputs
     assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+
+
+def test_created_bucket_is_protected_retained_and_locked_down():
+    config = {**TRAIN_LIKE, "gpu-cluster:nodes": "1", "gpu-cluster:storage": '{"source": "create"}'}
+    plan = plan_config(config, stack="solo")
+    assert plan.error is None, plan.error
+    bucket = plan.named("solo-data-bucket")
+    assert bucket.protect and bucket.retain_on_delete
+    assert plan.named("solo-security-key").protect  # the key now guards data
+    store_children = [r for r in plan.resources if r.parent == plan.named("solo-data").urn]
+    assert all(r.retain_on_delete for r in store_children)
+    assert_closed_to_public(plan, "solo-data-")
     (rule,) = plan.named("solo-data-encryption").inputs["rules"]
     assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
     assert (
@@ -405,16 +410,7 @@ def test_data_bucket_access_is_logged_to_a_locked_down_bucket():
     assert logging["targetBucket"] == plan.state(logs)["id"] and logging["targetPrefix"] == "logs/"
     (rule,) = plan.named("data-data-access-logs-encryption").inputs["rules"]
     assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "AES256"}
-    block = plan.named("data-data-access-logs-public-access-block").inputs
-    assert all(
-        block[k]
-        for k in (
-            "blockPublicAcls",
-            "blockPublicPolicy",
-            "ignorePublicAcls",
-            "restrictPublicBuckets",
-        )
-    )
+    assert_closed_to_public(plan, "data-data-access-logs-")
     policy = json.loads(plan.named("data-data-access-logs-policy").inputs["policy"])
     (allow,) = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
     assert allow["Principal"] == {"Service": "logging.s3.amazonaws.com"}
