@@ -109,6 +109,13 @@ class DataStore(pulumi.ComponentResource):
             rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
             opts=keep,
         )
+        # Versioned, so a deleted or overwritten log stays recoverable for 30 days (S3.14).
+        aws.s3.BucketVersioning(
+            child_name(name, "access-logs-versioning"),
+            bucket=logs.id,
+            versioning_configuration={"status": "Enabled"},
+            opts=keep,
+        )
         aws.s3.BucketLifecycleConfiguration(
             child_name(name, "access-logs-lifecycle"),
             bucket=logs.id,
@@ -118,6 +125,7 @@ class DataStore(pulumi.ComponentResource):
                     "status": "Enabled",
                     "filter": {"prefix": ACCESS_LOG_PREFIX},
                     "expiration": {"days": LOG_RETENTION_DAYS},
+                    "noncurrent_version_expiration": {"noncurrent_days": 30},
                 }
             ],
             opts=keep,

@@ -13,6 +13,9 @@ from components.nic_layout import NicSlot
 # IMDS answers the node itself (and host-network containers, the usual NCCL/EFA set-up); one
 # more hop only when the user says containers run on a bridge network.
 IMDS_HOP_LIMIT = {"host": 1, "bridge": 2}
+# Marks a template whose nodes run bridge-network containers, so the security audit can show
+# why its hop limit is 2 (policy/suppressions.py reads the same tag).
+CONTAINER_NETWORK_TAG = "gpu-cluster:container-network"
 
 
 @dataclass
@@ -63,6 +66,13 @@ def metadata_options(container_network: str = "host") -> dict[str, Any]:
         "http_put_response_hop_limit": IMDS_HOP_LIMIT[container_network],
         "instance_metadata_tags": "enabled",
     }
+
+
+def template_tags(tags: dict[str, str], container_network: str) -> dict[str, str]:
+    """The template's own tags: the stack's, plus the container-network choice if not host."""
+    if container_network == "host":
+        return tags
+    return {**tags, CONTAINER_NETWORK_TAG: container_network}
 
 
 def root_volume_size(wanted_gib: int, ami_minimum_gib: int) -> int:

@@ -33,6 +33,7 @@ from components.launch_template import (
     nic_signature,
     root_block_device,
     tag_specifications,
+    template_tags,
 )
 from components.naming import child_name, node_name
 from components.nic_layout import nic_layout
@@ -146,7 +147,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             capacity_reservation_specification=template_reservation(args.purchase),
             user_data=encoded_user_data(args.user_data),
             tag_specifications=tag_specifications(args.tags),
-            tags=args.tags,
+            tags=template_tags(args.tags, args.container_network),
             opts=child,
         )
         # The group names the exact version: a new version updates the group in place (no

@@ -1,21 +1,18 @@
-"""CrossGuard pack: `pulumi preview --policy-pack policy` enforces policy/rules.py."""
+"""CrossGuard entry point: `pulumi preview --policy-pack policy` runs this file with the pack
+directory first on sys.path (pulumi's python language host, RunPlugin -> `python -m
+pulumi.policy`), so the project root is added to import the `policy` package by name."""
 
-from pulumi_policy import EnforcementLevel, PolicyPack, ResourceValidationPolicy
-from rules import RULES, suppressed
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-def _policy(name: str, description: str, rule) -> ResourceValidationPolicy:
-    def validate(args, report_violation) -> None:
-        if suppressed(name, args.name):
-            return
-        for message in rule(args.resource_type, args.props):
-            report_violation(message)
+from pulumi_policy import EnforcementLevel, PolicyPack
 
-    return ResourceValidationPolicy(name=name, description=description, validate=validate)
-
+from policy.crossguard import policies
 
 PolicyPack(
     name="gpu-cluster-security",
     enforcement_level=EnforcementLevel.MANDATORY,
-    policies=[_policy(name, description, rule) for name, (description, rule) in RULES.items()],
+    policies=policies(),
 )

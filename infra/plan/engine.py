@@ -47,6 +47,7 @@ class PlannedResource:
     ignore_changes: tuple[str, ...] = ()
     replacement_trigger: Any = None
     delete_before_replace: bool = False
+    property_dependencies: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,6 +139,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 retain_on_delete=bool(request.retainOnDelete),
                 ignore_changes=tuple(request.ignoreChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace),
+                property_dependencies={
+                    key: tuple(deps.urns) for key, deps in request.propertyDependencies.items()
+                },
                 replacement_trigger=(
                     json_format.MessageToDict(request.replacement_trigger)
                     if request.HasField("replacement_trigger")
