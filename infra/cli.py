@@ -31,6 +31,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from infra.audit.command import run_audit
+
+    return run_audit(args.stack, args.json)
+
+
 def cmd_catalog_list(args: argparse.Namespace) -> int:
     from components.catalog import load_catalog
     from infra.catalog_list import catalog_rows, catalog_text
@@ -291,6 +297,10 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
     plan.set_defaults(func=cmd_plan)
+    audit = sub.add_parser("audit", help="the security controls over a stack's plan (offline)")
+    audit.add_argument("--stack", "-s", required=True, help="stack: stacks/Pulumi.<stack>.yaml")
+    audit.add_argument("--json", action="store_true", help="one object per control")
+    audit.set_defaults(func=cmd_audit)
     preflight = sub.add_parser("preflight", help="read-only checks before pulumi up (needs AWS)")
     preflight.add_argument("--stack", "-s", required=True)
     preflight.add_argument("--json", action="store_true")

@@ -14,6 +14,7 @@ INTERNAL = 1  # a bug in gpuc: the message asks for a report
 USAGE = 2  # the command line itself (argparse, a missing confirmation)
 INPUT = 3  # your input is wrong: stack file, YAML, configuration, option values
 AWS = 4  # an AWS call failed: credentials, permissions, limits, capacity
+FINDINGS = 5  # the command ran and found a problem to fix (`gpuc audit`: a failing control)
 
 
 class CommandError(Exception):

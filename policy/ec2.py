@@ -219,7 +219,7 @@ def ebs_default_encryption(r: Res, stack: Stack) -> list[str]:
 @control(
     "EC2.182",
     "ec2-182-snapshot-block-public-access",
-    "Amazon EBS Snapshots should not be publicly accessible",
+    "Block public access settings should be enabled for Amazon EBS snapshots",
     "high",
     "set the snapshot block public access state to 'block-all-sharing'",
     t.SNAPSHOT_BLOCK_PUBLIC_ACCESS,

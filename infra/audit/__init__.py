@@ -1,0 +1,1 @@
+"""`gpuc audit`: the security pack (policy/) over a stack's offline plan."""
