@@ -18,6 +18,7 @@ from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.purchase import OnDemand, Purchase, Spot, is_single_instance
+from components.secrets import secrets_path, store_secrets
 from components.security import ClusterSecurity, ClusterSecurityArgs
 from components.topology import has_nvswitch
 from components.user_data import (
@@ -59,6 +60,8 @@ class GpuClusterArgs:
     # names unique and tags the nodes with it.
     scope: str = ""
     container_network: str = "host"
+    # Pulumi secrets from stack config: name -> value (stored as SSM SecureString parameters)
+    secrets: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -116,10 +119,12 @@ class GpuCluster(pulumi.ComponentResource):
                 autoscaling=not is_single_instance(args.purchase, args.node_count),
                 scope=args.scope,
                 cluster=name,
+                secrets_path=secrets_path(name) if args.secrets else None,
                 tags=args.tags,
             ),
             child,
         )
+        self.secrets = store_secrets(name, args.secrets, self.security.key.arn, args.tags, child)
         self.network = ClusterNetwork(
             child_name(name, "network"),
             ClusterNetworkArgs(
@@ -207,6 +212,7 @@ class GpuCluster(pulumi.ComponentResource):
                             nvswitch=has_nvswitch(args.facts.instance_type),
                             expected_busbw_gbytes=self.expected_busbw_gbytes,
                             lustre_target=values[1],
+                            secrets_path=secrets_path(name) if args.secrets else "",
                         )
                     )
                 ),
@@ -219,6 +225,7 @@ class GpuCluster(pulumi.ComponentResource):
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,
                     *([self.lustre] if self.lustre else []),
+                    *self.secrets,
                 ],
                 scope=args.scope,
                 root_volume=args.root_volume,

@@ -137,11 +137,15 @@ def ec2_assume_role_policy() -> dict[str, Any]:
 
 
 def node_access_policy(
-    bucket_arn: str, key_arns: list[str], cluster: str | None = None
+    bucket_arn: str,
+    key_arns: list[str],
+    cluster: str | None = None,
+    secrets_arn: str | None = None,
 ) -> dict[str, Any]:
-    """Least privilege for a node: read/write the cluster bucket, use its key(s), and list
-    the cluster's instances and their group's size (for the node list; Describe* calls have no
-    resource scope)."""
+    """Least privilege for a node: read the cluster bucket and write only under checkpoints/
+    and outputs/, use its key(s), read the cluster's secrets (SSM decrypts them with the
+    caller's kms:Decrypt on the cluster key), and list the cluster's instances and their
+    group's size (for the node list; Describe* calls have no resource scope)."""
     policy: dict[str, Any] = {
         "Version": "2012-10-17",
         "Statement": [
@@ -187,6 +191,15 @@ def node_access_policy(
             },
         ],
     }
+    if secrets_arn:
+        policy["Statement"].append(
+            {
+                "Sid": "ReadClusterSecrets",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParametersByPath", "ssm:GetParameters", "ssm:GetParameter"],
+                "Resource": [secrets_arn, f"{secrets_arn}/*"],
+            }
+        )
     if cluster:
         policy["Statement"] += health_reporting_statements(cluster)
     return policy

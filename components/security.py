@@ -11,6 +11,7 @@ import pulumi_aws as aws
 from components.kms import create_cluster_key
 from components.naming import child_name, unique_name
 from components.policies import SSM_MANAGED_POLICY, ec2_assume_role_policy, node_access_policy
+from components.secrets import secrets_path_arn
 
 
 @dataclass
@@ -24,6 +25,7 @@ class ClusterSecurityArgs:
     autoscaling: bool = False  # nodes launched by an Auto Scaling group
     scope: str = ""  # see naming.unique_name
     cluster: str | None = None  # the cluster tag value nodes report their health under
+    secrets_path: str | None = None  # the SSM hierarchy of the cluster's secrets, if any
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -81,8 +83,23 @@ class ClusterSecurity(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        access = pulumi.Output.all(args.data_bucket_arn, self.key.arn, *args.extra_key_arns).apply(
-            lambda values: json.dumps(node_access_policy(values[0], list(values[1:]), args.cluster))
+        access = pulumi.Output.all(
+            args.data_bucket_arn,
+            args.partition,
+            args.account_id,
+            self.key.arn,
+            *args.extra_key_arns,
+        ).apply(
+            lambda values: json.dumps(
+                node_access_policy(
+                    values[0],
+                    list(values[3:]),
+                    args.cluster,
+                    secrets_path_arn(values[1], args.region, values[2], args.secrets_path)
+                    if args.secrets_path
+                    else None,
+                )
+            )
         )
         access_policy = aws.iam.RolePolicy(
             child_name(name, "node-access"), role=self.role.id, policy=access, opts=child

@@ -36,6 +36,7 @@ class BootConfig:
     nvswitch: bool = False  # the GPUs hang off NVSwitch: the fabric manager must run
     expected_busbw_gbytes: float = 0.0  # all-reduce bus bandwidth the network allows
     lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
+    secrets_path: str = ""  # the SSM hierarchy of the cluster's secrets ("" for none)
 
 
 @cache
@@ -79,6 +80,8 @@ def render_user_data(boot: BootConfig) -> str:
             "TORCHRUN_SCRIPT": boot_script("gpuc-torchrun.sh").rstrip("\n"),
             "SPOT_WATCH_SCRIPT": boot_script("gpu-cluster-spot-watch.sh").rstrip("\n"),
             "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
+            "SECRETS_PATH": shlex.quote(boot.secrets_path),
+            "SECRETS_SCRIPT": boot_script("gpu-cluster-secrets.sh").rstrip("\n"),
         },
     )
 

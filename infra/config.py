@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from infra.errors import NOT_SET, ConfigError, Problem
 from infra.namespaces import namespace_problems
+from infra.secrets_config import secret_names
 from infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT, StackSpec
 from infra.suggest import suggest
 
@@ -90,6 +91,9 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
                     )
                 )
                 continue
+        if key == "secrets":
+            value, secret_problems = secret_names(value)
+            problems += secret_problems
         raw[key] = value
     return raw, problems
 

@@ -20,7 +20,8 @@ from infra.config import load_from_pulumi
 from infra.cost.model import estimate_cluster, is_gpu_line
 from infra.errors import AwsError, ConfigError, Problem
 from infra.facts import NOT_FOUND_CODES, ReservationFacts
-from infra.spec import DEFAULT_DATA_STACK
+from infra.secrets_config import secret_value
+from infra.spec import DEFAULT_DATA_STACK, PROJECT
 from infra.validation import ResolvedCluster, ResolvedData
 from infra.validation.purchase import check_live_reservation
 
@@ -79,6 +80,14 @@ def vcpu_quotas(spec: ResolvedCluster) -> dict[str, int]:
     )
 
 
+def cluster_secrets(names: tuple[str, ...]) -> dict[str, pulumi.Output[str]]:
+    """Each named secret's value from stack config, kept a Pulumi secret throughout."""
+    if not names:
+        return {}
+    values = pulumi.Config(PROJECT).require_secret_object("secrets")
+    return {name: values.apply(lambda v, name=name: secret_value(v, name)) for name in names}
+
+
 def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     cluster = GpuCluster(
         spec.name,
@@ -108,6 +117,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             public_ip=spec.network.public_ip,
             scope="" if spec.name == spec.stack else spec.stack,
             container_network=spec.container_network,
+            secrets=cluster_secrets(spec.secrets),
             tags=cluster_tags(spec.name, spec.tags, spec.stack),
         ),
     )

@@ -134,6 +134,7 @@ class StackSpec(StrictModel):
     ami: AmiSpec = Field(default_factory=AmiSpec)
     fsx: FsxSpec | None = None
     container_network: Literal["host", "bridge"] = "host"  # IMDS hop limit 1, or 2 for bridge
+    secrets: list[str] = Field(default_factory=list)  # names only (infra/secrets_config.py)
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("spot", "capacity_reservation", "capacity_block", "fsx", mode="before")
@@ -156,6 +157,7 @@ OBJECT_KEYS = frozenset(
         "capacityReservation",
         "capacityBlock",
         "fsx",
+        "secrets",
     }
 )
 CONFIG_KEYS = frozenset(

@@ -5,6 +5,12 @@
 set -euo pipefail
 set -a
 . "${GPUC_ETC:-/etc/gpu-cluster}/torchrun.env"
+# the cluster's secrets (gpu-cluster-secrets), when it has any and this user may read them
+secrets="${GPUC_RUN:-/run/gpu-cluster}/secrets.env"
+if [ -r "$secrets" ]; then
+  # shellcheck source=/dev/null
+  . "$secrets"
+fi
 set +a
 # The Deep Learning AMI keeps PyTorch in a virtual environment.
 if ! command -v torchrun >/dev/null && [ -f /opt/pytorch/bin/activate ]; then

@@ -16,6 +16,7 @@ LUSTRE_TARGET={{LUSTRE_TARGET}}
 SPOT={{SPOT}}
 NVSWITCH={{NVSWITCH}}
 EXPECTED_BUSBW_GBPS={{EXPECTED_BUSBW}}
+SECRETS_PATH={{SECRETS_PATH}}
 ENV
 . /etc/gpu-cluster/cluster.env
 
@@ -62,6 +63,16 @@ if [ -n "$LUSTRE_TARGET" ]; then
 SCRIPT
   boot_unit gpu-cluster-lustre "FSx for Lustre mount" network-online.target \
     network-online.target
+fi
+
+# 2c. The cluster's secrets (SSM SecureString parameters) into /run/gpu-cluster/secrets.env,
+# root-only and on tmpfs: read again at every boot, never written to a disk.
+if [ -n "$SECRETS_PATH" ]; then
+  cat > /usr/local/sbin/gpu-cluster-secrets <<'SCRIPT'
+{{SECRETS_SCRIPT}}
+SCRIPT
+  boot_unit gpu-cluster-secrets "cluster secrets from SSM Parameter Store" \
+    network-online.target network-online.target
 fi
 
 # 3. Health check at every boot: EFA devices, GPUs and ECC, NVSwitch fabric manager.

@@ -59,6 +59,7 @@ class Plan:
     invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: ConfigError | None = None
     config: dict[str, str] = field(default_factory=dict)  # what it planned with
+    secret_keys: tuple[str, ...] = ()  # config keys holding Pulumi secrets (never shown)
 
     def of_type(self, type_: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_]
@@ -163,10 +164,14 @@ def whole_numbers(value: Any) -> Any:
 
 
 UNKNOWN_TEXT = "output<string>"  # how `pulumi preview` shows a value known only after `up`
+SECRET = "[secret]"  # how `pulumi preview` shows a secret
 
 
 def placeholders(value: Any) -> Any:
-    """The engine's unknown sentinel, shown the way `pulumi preview` shows it."""
+    """The engine's unknown sentinel and secrets, shown the way `pulumi preview` shows them:
+    a secret's value never reaches a plan, its output or its JSON."""
+    if rpc.is_rpc_secret(value):
+        return SECRET
     if isinstance(value, Unknown) or (isinstance(value, str) and value == rpc.UNKNOWN):
         return UNKNOWN_TEXT
     if isinstance(value, dict):
@@ -180,6 +185,8 @@ def _resolve(value: Any) -> Any:
     if isinstance(value, pulumi.Output):
         if not _sync_await(value.is_known()):
             return UNKNOWN_TEXT
+        if _sync_await(value.is_secret()):
+            return SECRET
         # apply/all/resource outputs already hold deeply unwrapped values; from_input would
         # wrap every list element in a new Output again (~50 ms for a 2048-GPU plan's lists)
         return _sync_await(value.future())
@@ -217,17 +224,18 @@ def run_plan(
     program: Path = PROGRAM,
     reservation_lookup: ReservationLookup | None = None,
     preview: bool = False,
+    secret_keys: list[str] | None = None,
 ) -> Plan:
     """Plan one stack: the program's resources and outputs, or the ConfigError it raised.
     Offline, reservations are not looked up unless a ``reservation_lookup`` is given."""
     region = config.get("aws:region", "us-east-1")
     mocks = PlanMocks(region, load_catalog().zones(region))
     monitor = RecordingMonitor(mocks, preview)
-    set_all_config(dict(config))
+    set_all_config(dict(config), list(secret_keys or []))  # as the CLI's --secret keys
     ROOT.set(None)  # a fresh root Stack per plan: no outputs or parents leak between runs
     SETTINGS.outputs.clear()
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
-    plan = Plan(stack=stack, config=dict(config))
+    plan = Plan(stack=stack, config=dict(config), secret_keys=tuple(secret_keys or ()))
     # A plan allocates hundreds of thousands of objects and frees almost none of them in cycles,
     # so the cyclic GC only rescans the live heap (all of pulumi_aws included) over and over:
     # half the time of a 2048-GPU plan, and growing faster than the cluster. Pause it for the
@@ -248,5 +256,7 @@ def run_plan(
         plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}
     plan.resources = creation_order(monitor.planned)
     plan.invokes = mocks.invokes
-    plan.states = {urn: {**reg.state, "id": reg.id} for urn, reg in monitor.resources.items()}
+    plan.states = {
+        urn: placeholders({**reg.state, "id": reg.id}) for urn, reg in monitor.resources.items()
+    }
     return plan

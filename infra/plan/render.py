@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from infra.plan.engine import STACK_TYPE, Plan, PlannedResource
+from infra.plan.engine import SECRET, STACK_TYPE, Plan, PlannedResource
 
 KEY_INPUTS = (
     "instanceType",
@@ -25,20 +25,29 @@ KEY_INPUTS = (
 )
 
 
-SECRET = "[secret]"
+def masked_config(config: dict[str, str], secret_keys: tuple[str, ...] = ()) -> dict[str, str]:
+    """The stack config, with Pulumi secrets masked: keys the CLI marks secret, and
+    `{secure: ...}` ciphertext at any depth."""
 
+    def mask(value: Any) -> Any:
+        if isinstance(value, dict):
+            return SECRET if set(value) == {"secure"} else {k: mask(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [mask(v) for v in value]
+        return value
 
-def masked_config(config: dict[str, str]) -> dict[str, str]:
-    """The stack config, with Pulumi secrets (`{secure: ...}` values) masked."""
-
-    def mask(value: str) -> str:
+    def masked(value: str) -> str:
         try:
             decoded = json.loads(value)
         except (TypeError, ValueError):
             return value
-        return SECRET if isinstance(decoded, dict) and set(decoded) == {"secure"} else value
+        hidden = mask(decoded)
+        return value if hidden == decoded else (hidden if hidden == SECRET else json.dumps(hidden))
 
-    return {key: mask(value) for key, value in sorted(config.items())}
+    return {
+        key: SECRET if key in secret_keys else masked(value)
+        for key, value in sorted(config.items())
+    }
 
 
 def preview_json(plan: Plan) -> dict[str, Any]:
@@ -62,7 +71,7 @@ def preview_json(plan: Plan) -> dict[str, Any]:
         for r in plan.resources
     ]
     return {
-        "config": masked_config(plan.config),
+        "config": masked_config(plan.config, plan.secret_keys),
         "steps": steps,
         "outputs": plan.outputs,
         "changeSummary": dict(Counter(step["op"] for step in steps)),

@@ -32,6 +32,7 @@ COMPUTE_KEYS = (
     "ami",
     "fsx",
     "containerNetwork",
+    "secrets",
 )
 
 

@@ -59,6 +59,7 @@ class ResolvedCluster:
     warnings: tuple[str, ...] = ()
     choice_note: str | None = None  # why a gpu request became this type
     container_network: str = "host"
+    secrets: tuple[str, ...] = ()  # names of the Pulumi secrets the nodes get
 
     @property
     def total_gpus(self) -> float:
@@ -142,6 +143,7 @@ def resolve(
             warnings=cluster_warnings(spec, facts, layout, known_stacks or []),
             choice_note=gpu_choice_note(spec, catalog),
             container_network=spec.container_network,
+            secrets=tuple(spec.secrets),
         ),
         [],
     )

@@ -1,0 +1,50 @@
+"""Cluster secrets (an experiment tracker's API key, a model hub token): Pulumi secrets in stack
+config, stored as SSM SecureString parameters under the cluster key and read by the nodes at
+boot (boot/gpu-cluster-secrets.sh). Never in user data: only the parameter path is there."""
+
+from __future__ import annotations
+
+import re
+
+import pulumi
+import pulumi_aws as aws
+
+from components.naming import child_name
+
+# Also an environment variable name on the nodes, and within SSM's parameter-name characters.
+SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def secrets_path(cluster: str) -> str:
+    """The SSM parameter hierarchy holding one cluster's secrets."""
+    return f"/gpu-cluster/{cluster}/secrets"
+
+
+def secrets_path_arn(partition: str, region: str, account_id: str, path: str) -> str:
+    return f"arn:{partition}:ssm:{region}:{account_id}:parameter{path}"
+
+
+def store_secrets(
+    cluster: str,
+    values: dict[str, pulumi.Input[str]],
+    kms_key_arn: pulumi.Input[str],
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> list[aws.ssm.Parameter]:
+    """One SecureString parameter per secret, encrypted with the cluster key. The value stays
+    a Pulumi secret: encrypted in state and masked in every preview."""
+    return [
+        aws.ssm.Parameter(
+            child_name(cluster, f"secret-{secret.lower().replace('_', '-')}"),
+            name=f"{secrets_path(cluster)}/{secret}",
+            type="SecureString",
+            key_id=kms_key_arn,
+            value=pulumi.Output.secret(value),
+            description=f"gpu-cluster {cluster}: secret {secret} (read by the nodes at boot)",
+            tags=tags,
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(additional_secret_outputs=["value"])
+            ),
+        )
+        for secret, value in sorted(values.items())
+    ]
