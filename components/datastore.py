@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.audit_trail import TRAIL_PREFIX, TrailSettings, create_trail
 from components.naming import child_name
 from components.policies import (
     ACCESS_LOG_PREFIX,
@@ -24,6 +25,7 @@ class DataStoreArgs:
     bucket_name: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]
     account_id: pulumi.Input[str] | None = None  # set: server access logs to a log bucket
+    trail: TrailSettings | None = None  # set: a CloudTrail trail logging into the log bucket
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -86,6 +88,7 @@ class DataStore(pulumi.ComponentResource):
             opts=keep,
         )
         self.log_bucket = None
+        self.trail = None
         if args.account_id is not None:
             self.log_bucket = self._access_logs(name, args, keep)
         self.register_outputs({"bucketName": self.bucket.bucket, "bucketArn": self.bucket.arn})
@@ -126,18 +129,36 @@ class DataStore(pulumi.ComponentResource):
                     "filter": {"prefix": ACCESS_LOG_PREFIX},
                     "expiration": {"days": LOG_RETENTION_DAYS},
                     "noncurrent_version_expiration": {"noncurrent_days": 30},
-                }
+                },
+                {
+                    "id": "expire-trail-logs",
+                    "status": "Enabled",
+                    "filter": {"prefix": f"{TRAIL_PREFIX}/"},
+                    "expiration": {"days": LOG_RETENTION_DAYS},
+                    "noncurrent_version_expiration": {"noncurrent_days": 30},
+                },
             ],
             opts=keep,
         )
-        aws.s3.BucketPolicy(
+        trail_arn = args.trail.arn if args.trail else None
+        log_policy = aws.s3.BucketPolicy(
             child_name(name, "access-logs-policy"),
             bucket=logs.id,
-            policy=pulumi.Output.all(logs.arn, self.bucket.arn, args.account_id).apply(
-                lambda parts: json.dumps(access_log_bucket_policy(*parts))
+            policy=pulumi.Output.all(logs.arn, self.bucket.arn, args.account_id, trail_arn).apply(
+                lambda parts: json.dumps(access_log_bucket_policy(*parts, TRAIL_PREFIX))
             ),
             opts=keep,
         )
+        if args.trail:
+            self.trail = create_trail(
+                name,
+                args.trail,
+                self.bucket.arn,
+                logs,
+                args.kms_key_arn,
+                args.tags,
+                pulumi.ResourceOptions(parent=self, depends_on=[log_policy]),
+            )
         aws.s3.BucketLogging(
             child_name(name, "access-logging"),
             bucket=self.bucket.id,

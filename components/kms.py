@@ -25,12 +25,13 @@ def create_cluster_key(
     autoscaling_role_arn: pulumi.Input[str] | None = None,
     scope: str = "",
     log_group_prefixes: tuple[str, ...] = (),
+    trail_arn: pulumi.Input[str] | None = None,
 ) -> tuple[aws.kms.Key, aws.kms.Alias]:
     """A symmetric key with rotation, an explicit policy and an alias; never deleted by a
     teardown (retained), and protected when it encrypts data that must outlive compute."""
-    policy = pulumi.Output.all(partition, account_id, autoscaling_role_arn).apply(
+    policy = pulumi.Output.all(partition, account_id, autoscaling_role_arn, trail_arn).apply(
         lambda args: json.dumps(
-            kms_key_policy(args[0], args[1], region, args[2], log_group_prefixes)
+            kms_key_policy(args[0], args[1], region, args[2], log_group_prefixes, args[3])
         )
     )
     key = aws.kms.Key(

@@ -15,6 +15,7 @@ def kms_key_policy(
     region: str,
     autoscaling_role_arn: str | None = None,
     log_group_prefixes: tuple[str, ...] = (),
+    trail_arn: str | None = None,
 ) -> dict[str, Any]:
     """Explicit key policy: the account administers the key through IAM (AWS's default
     statement, which prevents an unmanageable key); CloudWatch Logs in this region may use it
@@ -104,6 +105,8 @@ def kms_key_policy(
                 "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
             },
         ]
+    if trail_arn:
+        policy["Statement"] += cloudtrail_key_statements(partition, account_id, trail_arn)
     return policy
 
 
@@ -241,11 +244,19 @@ ACCESS_LOG_PREFIX = "logs/"
 
 
 def access_log_bucket_policy(
-    log_bucket_arn: str, source_bucket_arn: str, account_id: str
+    log_bucket_arn: str,
+    source_bucket_arn: str,
+    account_id: str,
+    trail_arn: str | None = None,
+    trail_prefix: str = "cloudtrail",
 ) -> dict[str, Any]:
-    """S3 server access logging may write the source bucket's logs (and nothing else may
-    reach the log bucket without TLS 1.2)."""
+    """S3 server access logging may write the source bucket's logs, and the audit trail (if
+    any) its log files (nothing else may reach the log bucket without TLS 1.2)."""
     policy = tls_only_bucket_policy(log_bucket_arn)
+    if trail_arn:
+        policy["Statement"][:0] = cloudtrail_bucket_statements(
+            log_bucket_arn, account_id, trail_arn, trail_prefix
+        )
     policy["Statement"].insert(
         0,
         {
@@ -261,6 +272,67 @@ def access_log_bucket_policy(
         },
     )
     return policy
+
+
+def cloudtrail_bucket_statements(
+    bucket_arn: str, account_id: str, trail_arn: str, prefix: str
+) -> list[dict[str, Any]]:
+    """AWS's bucket policy for CloudTrail, for one trail (aws:SourceArn) and one prefix."""
+    service = {"Service": "cloudtrail.amazonaws.com"}
+    return [
+        {
+            "Sid": "AWSCloudTrailAclCheck",
+            "Effect": "Allow",
+            "Principal": service,
+            "Action": "s3:GetBucketAcl",
+            "Resource": bucket_arn,
+            "Condition": {"StringEquals": {"aws:SourceArn": trail_arn}},
+        },
+        {
+            "Sid": "AWSCloudTrailWrite",
+            "Effect": "Allow",
+            "Principal": service,
+            "Action": "s3:PutObject",
+            "Resource": f"{bucket_arn}/{prefix}/AWSLogs/{account_id}/*",
+            "Condition": {
+                "StringEquals": {
+                    "s3:x-amz-acl": "bucket-owner-full-control",
+                    "aws:SourceArn": trail_arn,
+                }
+            },
+        },
+    ]
+
+
+def cloudtrail_key_statements(partition: str, account_id: str, trail_arn: str) -> list[dict]:
+    """AWS's key policy for a trail's log files: CloudTrail may generate data keys for this
+    trail only; readers decrypt through IAM (the EnableIamPolicies statement)."""
+    service = {"Service": "cloudtrail.amazonaws.com"}
+    return [
+        {
+            "Sid": "AllowCloudTrailToEncryptLogs",
+            "Effect": "Allow",
+            "Principal": service,
+            "Action": "kms:GenerateDataKey*",
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": {"aws:SourceArn": trail_arn},
+                "StringLike": {
+                    "kms:EncryptionContext:aws:cloudtrail:arn": (
+                        f"arn:{partition}:cloudtrail:*:{account_id}:trail/*"
+                    )
+                },
+            },
+        },
+        {
+            "Sid": "AllowCloudTrailToDescribeKey",
+            "Effect": "Allow",
+            "Principal": service,
+            "Action": "kms:DescribeKey",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"aws:SourceArn": trail_arn}},
+        },
+    ]
 
 
 def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:

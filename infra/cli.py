@@ -219,6 +219,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         days_per_month=args.days_per_month,
         dataset_gb=args.dataset_gb,
         flow_log_gb_per_month=args.flow_log_gb,
+        trail_events_millions=args.trail_events_millions,
         savings_plan_1y=args.savings_plan_1y,
         savings_plan_3y=args.savings_plan_3y,
     )
@@ -337,6 +338,11 @@ def parser() -> argparse.ArgumentParser:
     cost.add_argument("--dataset-gb", type=bounded(0, 1e9, "--dataset-gb"), help="data in S3")
     cost.add_argument(
         "--flow-log-gb", type=bounded(0, 1e9, "--flow-log-gb"), help="flow logs GB/month"
+    )
+    cost.add_argument(
+        "--trail-events-millions",
+        type=bounded(0, 1e6, "--trail-events-millions"),
+        help="audit-trail S3 data events a month, in millions (data stack with auditTrail)",
     )
     cost.add_argument(
         "--savings-plan-1y",

@@ -187,6 +187,9 @@ def deploy_data(spec: ResolvedData) -> DataVault:
             account_id=identity.account_id,
             partition=aws.get_partition_output().partition,
             region=spec.region,
+            audit_trail=spec.audit_trail,
+            ebs_encryption_by_default=spec.ebs_encryption_by_default,
+            snapshot_block_public_access=spec.snapshot_block_public_access,
             tags=cluster_tags(spec.name, spec.tags),
         ),
     )

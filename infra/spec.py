@@ -135,6 +135,10 @@ class StackSpec(StrictModel):
     fsx: FsxSpec | None = None
     container_network: Literal["host", "bridge"] = "host"  # IMDS hop limit 1, or 2 for bridge
     secrets: list[str] = Field(default_factory=list)  # names only (infra/secrets_config.py)
+    # data stack only: the audit trail and the account-level guards
+    audit_trail: ConfigBool = False
+    ebs_encryption_by_default: ConfigBool = False
+    snapshot_block_public_access: ConfigBool = False
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("spot", "capacity_reservation", "capacity_block", "fsx", mode="before")

@@ -38,7 +38,8 @@ SUPPRESSIONS = (
         "s3-9-server-access-logging",
         "*-access-logs",
         "it is the access-log destination: logging it into itself would log every delivery "
-        "(AWS advises a separate destination); reads of it are in CloudTrail when the trail is on",
+        "(AWS advises a separate destination); only the S3 logging and CloudTrail services "
+        "may write it, and no node role can read it",
     ),
     Suppression(
         "ec2-17-single-network-interface",

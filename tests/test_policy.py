@@ -460,3 +460,24 @@ def test_crossguard_respects_suppressions():
         networkInterfaces=[{"interfaceType": "efa"}, {"interfaceType": "efa-only"}],
     )
     assert crossguard_violations("ec2-17-single-network-interface", [lt]) == []
+
+
+def test_main_builds_the_pack_as_the_pulumi_cli_runs_it(monkeypatch):
+    """`pulumi preview --policy-pack policy` runs __main__.py with the pack directory first on
+    sys.path (python language host: `python -m pulumi.policy`, then runpy.run_path); the
+    PolicyPack constructor (which would start the analyzer server) is replaced here."""
+    import runpy
+    import sys
+
+    import pulumi_policy
+
+    built = {}
+
+    def record(**kwargs):
+        built.update(kwargs)
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", lambda **kwargs: record(**kwargs))
+    monkeypatch.setattr(sys, "path", [str(ROOT / "policy"), *sys.path[1:]])
+    runpy.run_path(str(ROOT / "policy"), run_name="__main__")
+    assert built["name"] == "gpu-cluster-security"
+    assert sorted(p.name for p in built["policies"]) == CROSSGUARD

@@ -26,6 +26,7 @@ class Usage:
     days_per_month: float = 30
     dataset_gb: float | None = None  # None: the bundled assumption
     flow_log_gb_per_month: float | None = None
+    trail_events_millions: float | None = None  # audit-trail data events a month
     savings_plan_1y: float | None = None  # discount rates; None: the bundled defaults
     savings_plan_3y: float | None = None
 
@@ -269,6 +270,26 @@ def s3_line(usage: Usage, unit: UnitPrices) -> CostLine:
     )
 
 
+def trail_line(usage: Usage, unit: UnitPrices) -> CostLine:
+    """The audit trail's S3 data events. Management events: the account's first copy is free;
+    a second (another trail already records them) is billed per 100,000, noted, not priced."""
+    events = (
+        usage.trail_events_millions * 1e6
+        if usage.trail_events_millions is not None
+        else unit.trail_data_events_per_month
+    )
+    per_100k = unit["cloudtrail_data_events_per_100k"]
+    extra = unit["cloudtrail_extra_management_events_per_100k"]
+    return CostLine(
+        "CloudTrail audit trail (data bucket)",
+        f"{events / 1e6:g}M data events/month x ${per_100k}/100k; management events free as "
+        f"the account's first copy, else ${extra:g}/100k",
+        events / 100_000 * per_100k / unit.hours_per_month,
+        True,
+        unit.label,
+    )
+
+
 def estimate_cluster(
     spec: ResolvedCluster,
     usage: Usage | None = None,
@@ -292,6 +313,7 @@ def estimate_cluster(
 def estimate_data(spec: ResolvedData, usage: Usage | None = None) -> Estimate:
     usage = usage or Usage()
     unit = unit_prices(spec.region)
-    return Estimate(
-        (kms_line(1, unit), s3_line(usage, unit)), usage, price_table().label, unit.label
-    )
+    lines = [kms_line(1, unit), s3_line(usage, unit)]
+    if spec.audit_trail:
+        lines.append(trail_line(usage, unit))
+    return Estimate(tuple(lines), usage, price_table().label, unit.label)

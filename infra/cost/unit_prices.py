@@ -22,6 +22,7 @@ class UnitPrices:
     savings_plan_3y: float
     dataset_gb: float
     flow_log_gb_per_month: float
+    trail_data_events_per_month: float
     source: str
     date: str
 
@@ -51,6 +52,7 @@ def unit_prices(region: str, path: Path = UNIT_PRICES_PATH) -> UnitPrices:
         savings_plan_3y=doc["discounts"]["savings_plan_3y"],
         dataset_gb=doc["assumptions"]["dataset_gb"],
         flow_log_gb_per_month=doc["assumptions"]["flow_log_gb_per_month"],
+        trail_data_events_per_month=doc["assumptions"]["trail_data_events_per_month"],
         source=doc["source"],
         date=doc["date"],
     )

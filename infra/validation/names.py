@@ -139,5 +139,24 @@ def check_data_stack(spec: StackSpec) -> list[Problem]:
     ]
 
 
+DATA_ONLY_KEYS = ("auditTrail", "ebsEncryptionByDefault", "snapshotBlockPublicAccess")
+
+
+def check_cluster_stack(spec: StackSpec) -> list[Problem]:
+    """The audit trail and the account guards belong to the long-lived data stack: it owns
+    the bucket the trail records, and a compute stack's teardown must not touch them."""
+    return [
+        Problem(
+            path=key(name),
+            received=True,
+            problem="only the data stack (role: data) sets this",
+            allowed="unset on a cluster stack",
+            fix=f"pulumi config rm {name}; then on the data stack: pulumi config set {name} true",
+        )
+        for name in DATA_ONLY_KEYS
+        if getattr(spec, _snake(name))
+    ]
+
+
 def _snake(camel: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)

@@ -31,7 +31,13 @@ from infra.validation.compute import (
     gpu_choice_note,
     pick_instance_type,
 )
-from infra.validation.names import check_data_stack, check_name, check_region, check_tags
+from infra.validation.names import (
+    check_cluster_stack,
+    check_data_stack,
+    check_name,
+    check_region,
+    check_tags,
+)
 from infra.validation.network import check_network
 from infra.validation.purchase import check_purchase
 from infra.validation.storage import check_fsx, check_storage
@@ -77,6 +83,9 @@ class ResolvedData:
     region: str
     bucket: str | None
     tags: dict[str, str]
+    audit_trail: bool = False
+    ebs_encryption_by_default: bool = False
+    snapshot_block_public_access: bool = False
 
 
 def resolve(
@@ -92,11 +101,21 @@ def resolve(
     problems += check_tags(spec.tags)
     problems += check_storage(spec.storage, spec.role)
     problems += check_fsx(spec.fsx) if spec.role == "cluster" else []
+    problems += check_cluster_stack(spec) if spec.role == "cluster" else []
     if spec.role == "data":
         problems += check_data_stack(spec)
         if problems:
             return None, problems
-        return ResolvedData(stack, name, spec.region, spec.storage.bucket, dict(spec.tags)), []
+        return ResolvedData(
+            stack,
+            name,
+            spec.region,
+            spec.storage.bucket,
+            dict(spec.tags),
+            audit_trail=spec.audit_trail,
+            ebs_encryption_by_default=spec.ebs_encryption_by_default,
+            snapshot_block_public_access=spec.snapshot_block_public_access,
+        ), []
 
     region_ok = not problems or spec.region in catalog.offerings
     zone_problems = check_zone(spec, catalog) if region_ok else []
