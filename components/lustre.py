@@ -1,6 +1,13 @@
 """ClusterLustre: an FSx for Lustre file system in the node subnet, encrypted with the cluster
-key, its /data folder linked to the data bucket (data repository association), and the
-security-group rules Lustre clients need (TCP 988 and 1018-1023, AWS's documented ports)."""
+key, three folders linked to the data bucket's prefixes (data repository associations), and
+the security-group rules Lustre clients need (TCP 988 and 1018-1023, AWS's documented ports).
+
+What goes back to S3 follows the node role: /datasets is import-only (a file written there
+stays on Lustre; datasets are not a node's to change), /checkpoints and /outputs are exported.
+FSx writes through its own service-linked role, so an export of /datasets would have let a
+node overwrite datasets that its IAM role may only read. FSx requires the associations' file
+system paths not to overlap (CreateDataRepositoryAssociation API reference), and each to have
+a unique bucket prefix, hence three sibling folders instead of one for the whole bucket."""
 
 from __future__ import annotations
 
@@ -10,14 +17,17 @@ import pulumi
 import pulumi_aws as aws
 
 from components.naming import child_name
+from components.policies import NODE_WRITE_PREFIXES
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 LUSTRE_VERSION = "2.15"
-DATA_FOLDER = "/data"
+DATASETS_PREFIX = "datasets"
 AUTO_IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
-# Files written under /data (checkpoints) go back to the bucket, so destroying the file system
-# loses nothing; deleting a file on Lustre never deletes it in S3.
+# Files written under /checkpoints and /outputs go back to the bucket, so destroying the file
+# system loses nothing; deleting a file on Lustre never deletes it in S3.
 AUTO_EXPORT_EVENTS = ["NEW", "CHANGED"]
+# folder (= bucket prefix) -> exported back to the bucket
+LINKED_FOLDERS = {DATASETS_PREFIX: False, **dict.fromkeys(NODE_WRITE_PREFIXES, True)}
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,14 @@ class ClusterLustreArgs:
     storage_capacity_gib: int = 1200
     throughput_per_tib: int = 250
     tags: dict[str, str] = field(default_factory=dict)
+
+
+def repository_policies(exported: bool) -> dict:
+    """Automatic import always; automatic export only for the folders nodes may write."""
+    policies: dict = {"auto_import_policy": {"events": AUTO_IMPORT_EVENTS}}
+    if exported:
+        policies["auto_export_policy"] = {"events": AUTO_EXPORT_EVENTS}
+    return policies
 
 
 def mount_target(dns_name: str, mount_name: str) -> str:
@@ -103,19 +121,19 @@ class ClusterLustre(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.rules),
         )
-        self.association = aws.fsx.DataRepositoryAssociation(
-            child_name(name, "data"),
-            file_system_id=self.file_system.id,
-            file_system_path=DATA_FOLDER,
-            data_repository_path=pulumi.Output.concat("s3://", args.bucket_name),
-            batch_import_meta_data_on_create=True,
-            s3={
-                "auto_import_policy": {"events": AUTO_IMPORT_EVENTS},
-                "auto_export_policy": {"events": AUTO_EXPORT_EVENTS},
-            },
-            tags=args.tags,
-            opts=child,
-        )
+        self.associations = [
+            aws.fsx.DataRepositoryAssociation(
+                child_name(name, folder),
+                file_system_id=self.file_system.id,
+                file_system_path=f"/{folder}",
+                data_repository_path=pulumi.Output.concat("s3://", args.bucket_name, f"/{folder}/"),
+                batch_import_meta_data_on_create=True,
+                s3=repository_policies(exported),
+                tags=args.tags,
+                opts=child,
+            )
+            for folder, exported in LINKED_FOLDERS.items()
+        ]
         self.mount_target = pulumi.Output.all(
             self.file_system.dns_name, self.file_system.mount_name
         ).apply(lambda parts: mount_target(parts[0], parts[1]))

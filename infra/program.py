@@ -138,7 +138,10 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
         pulumi.export(
             "lustre",
             cluster.lustre.mount_target.apply(
-                lambda target: f"{target} at {LUSTRE_MOUNT} (the bucket under {LUSTRE_MOUNT}/data)"
+                lambda target: (
+                    f"{target} at {LUSTRE_MOUNT}: the bucket's datasets/ (import only), "
+                    "checkpoints/ and outputs/ (exported back) in folders of the same names"
+                )
             ),
         )
     pulumi.export(

@@ -46,10 +46,23 @@ def test_file_system_encrypted_with_the_cluster_key_in_the_node_subnet(fsx_plan)
     assert fs.inputs["deploymentType"] == "PERSISTENT_2"
     assert fs.inputs["storageCapacity"] == 2400 and fs.inputs["perUnitStorageThroughput"] == 500
     assert fs.inputs["subnetIds"] == subnet
-    (association,) = fsx_plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
-    assert association.inputs["dataRepositoryPath"] == f"s3://{fsx_plan.outputs['bucketName']}"
-    assert association.inputs["fileSystemPath"] == "/data"
-    assert association.inputs["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED"]
+
+
+def test_only_checkpoints_and_outputs_go_back_to_the_bucket(fsx_plan):
+    """Datasets are read-only to nodes; FSx exports with its own role, so /datasets must not
+    export. Folders and prefixes are siblings: FSx refuses overlapping associations."""
+    associations = {
+        r.inputs["fileSystemPath"]: r
+        for r in fsx_plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    }
+    bucket = fsx_plan.outputs["bucketName"]
+    assert sorted(associations) == ["/checkpoints", "/datasets", "/outputs"]
+    for path, association in associations.items():
+        assert association.inputs["dataRepositoryPath"] == f"s3://{bucket}{path}/"
+        policies = association.inputs["s3"]
+        assert policies["autoImportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
+        exported = policies.get("autoExportPolicy", {}).get("events")
+        assert exported == (None if path == "/datasets" else ["NEW", "CHANGED"])
 
 
 def test_lustre_ports_open_between_nodes_and_file_system_only(fsx_plan):
@@ -80,7 +93,8 @@ def test_nodes_mount_it_and_wait_for_it(fsx_plan):
     (group,) = fsx_plan.of_type("aws:autoscaling/group:Group")
     # depending on the component means depending on everything in it
     assert fs.urn in group.dependencies
-    assert fsx_plan.named("train-lustre-data").urn in group.dependencies
+    for folder in ("datasets", "checkpoints", "outputs"):
+        assert fsx_plan.named(f"train-lustre-{folder}").urn in group.dependencies
     assert fsx_plan.outputs["lustre"].startswith(target)
 
 

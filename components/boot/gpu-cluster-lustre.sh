@@ -1,6 +1,6 @@
 #!/bin/bash
-# gpu-cluster: mount the cluster's FSx for Lustre file system at $LUSTRE_MOUNT (the data bucket
-# is under $LUSTRE_MOUNT/data). Installs the Lustre client from AWS's FSx apt repository, as the
+# gpu-cluster: mount the cluster's FSx for Lustre file system at $LUSTRE_MOUNT (the bucket's
+# datasets/, checkpoints/ and outputs/ under $LUSTRE_MOUNT/datasets, ...). Installs the Lustre client from AWS's FSx apt repository, as the
 # FSx documentation describes for Ubuntu, unless the kernel module is already there. Runs at
 # every boot; never fatal.
 set -uo pipefail
