@@ -7,15 +7,15 @@ import json
 import pytest
 
 from infra import cli
-from infra.outcome import AWS, INPUT, INTERNAL, OK, USAGE
+from infra.outcome import AWS, FINDINGS, INPUT, INTERNAL, OK, USAGE
 
 
 def test_exit_codes_are_distinct_and_documented():
     from conftest import ROOT
 
-    assert len({OK, INTERNAL, USAGE, INPUT, AWS}) == 5
+    assert len({OK, INTERNAL, USAGE, INPUT, AWS, FINDINGS}) == 6
     readme = (ROOT / "README.md").read_text()
-    for code in (INTERNAL, USAGE, INPUT, AWS):
+    for code in (INTERNAL, USAGE, INPUT, AWS, FINDINGS):
         assert f"| {code} |" in readme
 
 
