@@ -3,6 +3,8 @@ whom instance roles trust, Systems Manager instead of SSH keys."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from policy import aws_types as t
 from policy.control import control
 from policy.resources import Res, Stack, as_list, statements
@@ -28,7 +30,7 @@ def _principals(statement: dict) -> list[str]:
     principal = statement.get("Principal")
     if principal == "*":
         return ["*"]
-    if isinstance(principal, dict):
+    if isinstance(principal, Mapping):
         return [str(p) for values in principal.values() for p in as_list(values)]
     return [str(p) for p in as_list(principal)]
 

@@ -7,7 +7,7 @@ input came from), never through ids: ids are unknown during `pulumi preview`."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,19 +65,23 @@ def truthy(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
 
 
-def document(value: Any) -> dict[str, Any]:
+def document(value: Any) -> Mapping[str, Any]:
     """An IAM/KMS/S3 policy document given as JSON text or as a mapping."""
     if isinstance(value, str):
         return json.loads(value) if value else {}
-    return dict(value or {})
+    return value or {}
 
 
-def statements(value: Any) -> list[dict[str, Any]]:
+def statements(value: Any) -> list[Mapping[str, Any]]:
     found = document(value).get("Statement") or []
-    return [found] if isinstance(found, dict) else list(found)
+    return [found] if isinstance(found, Mapping) else list(found)
 
 
 def as_list(value: Any) -> list[Any]:
+    """A list from a list, one value, or nothing. pulumi-policy hands lists and mappings over
+    as read-only Sequence and Mapping proxies, not list and dict."""
     if value is None:
         return []
-    return list(value) if isinstance(value, list | tuple) else [value]
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return list(value)
+    return [value]

@@ -5,6 +5,7 @@ objects, as `pulumi preview --policy-pack policy` would call it."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 
 import pytest
@@ -391,6 +392,7 @@ def crossguard_violations(name: str, resources: list[Res]) -> list[tuple[str, st
         StackValidationArgs,
         StackValidationPolicy,
     )
+    from pulumi_policy.proxy import unknown_checking_proxy
 
     from policy.crossguard import policy
 
@@ -400,19 +402,25 @@ def crossguard_violations(name: str, resources: list[Res]) -> list[tuple[str, st
         reported.append((message, urn))
 
     crossguard = policy(BY_NAME[name])
+
+    def props(r: Res):
+        """As pulumi-policy's analyzer hands them over: read-only Mapping/Sequence proxies."""
+        return unknown_checking_proxy(copy.deepcopy(dict(r.props)))
+
     if isinstance(crossguard, StackValidationPolicy):
         objects = {
-            r.urn: PolicyResource(r.type, r.props, r.urn, r.name, _options(), None, None, [], {})
+            r.urn: PolicyResource(r.type, props(r), r.urn, r.name, _options(), None, None, [], {})
             for r in resources
         }
         for r in resources:
             objects[r.urn].property_dependencies = {
-                prop: [objects[u] for u in urns] for prop, urns in r.property_dependencies.items()
+                prop: [objects[u] for u in urns if u in objects]
+                for prop, urns in r.property_dependencies.items()
             }
         crossguard.validate(StackValidationArgs(list(objects.values())), report)
     else:
         for r in resources:
-            args = ResourceValidationArgs(r.type, r.props, r.urn, r.name, _options(), None)
+            args = ResourceValidationArgs(r.type, props(r), r.urn, r.name, _options(), None)
             crossguard.validate(args, report)
     return reported
 
@@ -491,3 +499,11 @@ def test_readme_control_table_is_the_generated_one():
     table = readme[start:].split("\n", 1)[1].split("\n<!-- /controls -->")[0]
     assert table == markdown()
     assert all(f"`{c.name}`" in table for c in CONTROLS)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_passes_the_crossguard_pack(stack):
+    """Each stack's plan through every CrossGuard policy, props proxied as pulumi-policy does."""
+    resources = plan_resources(plan_stack(stack))
+    found = {name: crossguard_violations(name, resources) for name in CROSSGUARD}
+    assert {name: v for name, v in found.items() if v} == {}
