@@ -11,16 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infra.outcome import AWS, INPUT, OK, CommandError, from_exception, report
+from infra.overrides import add_override_options
 
 EXIT_CONFIG = INPUT  # kept for callers of the old name
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from infra.overrides import stack_config
     from infra.plan.engine import run_plan
     from infra.plan.render import preview_json, text_tree
-    from infra.stack_files import load_stack_config
 
-    plan = run_plan(args.stack, load_stack_config(args.stack), preview=True)
+    plan = run_plan(args.stack, stack_config(args.stack, args.overrides), preview=True)
     if plan.error is not None:
         raise from_exception(plan.error)
     if args.json:
@@ -297,6 +298,7 @@ def parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="plan a stack offline (no Pulumi CLI, no credentials)")
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
+    add_override_options(plan)
     plan.set_defaults(func=cmd_plan)
     audit = sub.add_parser("audit", help="the security controls over a stack's plan (offline)")
     audit.add_argument("--stack", "-s", required=True, help="stack: stacks/Pulumi.<stack>.yaml")
