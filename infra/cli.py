@@ -32,6 +32,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from infra.diff.command import run_diff
+
+    return run_diff(args.stacks, args.stack, args.saved, args.overrides, args.json)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from infra.audit.command import run_audit
 
@@ -300,6 +306,17 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
     add_override_options(plan)
     plan.set_defaults(func=cmd_plan)
+    diff = sub.add_parser(
+        "diff", help="what changes between two stacks, or a stack and --set overrides (offline)"
+    )
+    diff.add_argument("stacks", nargs="*", metavar="STACK", help="one or two stack names")
+    diff.add_argument("--stack", "-s", help="the stack to compare (with --set or --from)")
+    diff.add_argument(
+        "--from", dest="saved", metavar="PLAN.json", help="a saved `gpuc plan --json`"
+    )
+    diff.add_argument("--json", action="store_true")
+    add_override_options(diff)
+    diff.set_defaults(func=cmd_diff)
     audit = sub.add_parser("audit", help="the security controls over a stack's plan (offline)")
     audit.add_argument("--stack", "-s", required=True, help="stack: stacks/Pulumi.<stack>.yaml")
     audit.add_argument("--json", action="store_true", help="one object per control")

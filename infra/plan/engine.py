@@ -144,7 +144,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     key: tuple(deps.urns) for key, deps in request.propertyDependencies.items()
                 },
                 replacement_trigger=(
-                    json_format.MessageToDict(request.replacement_trigger)
+                    placeholders(json_format.MessageToDict(request.replacement_trigger))
                     if request.HasField("replacement_trigger")
                     else None
                 ),

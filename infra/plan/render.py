@@ -66,6 +66,10 @@ def preview_json(plan: Plan) -> dict[str, Any]:
                 "dependencies": list(r.dependencies),
                 "protect": r.protect,
                 "retainOnDelete": r.retain_on_delete,
+                # beyond `pulumi preview --json`: what `gpuc diff --from` needs
+                "deleteBeforeReplace": r.delete_before_replace,
+                "replacementTrigger": r.replacement_trigger,
+                "propertyDependencies": {k: list(v) for k, v in r.property_dependencies.items()},
             },
         }
         for r in plan.resources

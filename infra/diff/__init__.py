@@ -1,0 +1,1 @@
+"""`gpuc diff`: two plans compared, with the update impact on running nodes."""

@@ -1,0 +1,168 @@
+"""`gpuc diff A B`, `gpuc diff --stack S --set ...`, `gpuc diff --from plan.json --stack S`:
+the resources added, removed, updated and replaced, what that does to running nodes, and the
+GPUs and cost before and after."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from infra.diff.model import Change, diff_plans, shown, summary
+from infra.outcome import INPUT, OK, USAGE, CommandError, from_exception
+from infra.overrides import stack_config
+from infra.plan.engine import Plan, PlannedResource, run_plan
+
+SIGN = {"add": "+", "remove": "-", "update": "~", "replace": "+-"}
+
+
+def planned(stack: str, overrides: list[tuple[str, str]]) -> Plan:
+    # Planned as after `up` (offline ids known), as an existing stack's state is: values a
+    # replacement changes (a subnet id) differ, and the replacement triggers can be compared.
+    plan = run_plan(stack, stack_config(stack, overrides))
+    if plan.error is not None:
+        raise from_exception(plan.error)
+    return plan
+
+
+def saved_plan(path: Path) -> Plan:
+    """A document `gpuc plan --json` wrote."""
+    try:
+        document = json.loads(path.read_text())
+        steps = document["steps"]
+        resources = [_resource(step) for step in steps]
+    except FileNotFoundError as error:
+        raise CommandError(INPUT, f"--from {path}: no such file") from error
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CommandError(INPUT, f"--from {path}: not a JSON document ({error})") from error
+    except (KeyError, TypeError, IndexError) as error:
+        raise CommandError(
+            INPUT, f"--from {path}: not a `gpuc plan --json` document (missing {error})"
+        ) from error
+    stack = resources[0].urn.split("::")[0].rsplit(":", 1)[-1] if resources else "saved"
+    return Plan(
+        stack=stack,
+        resources=resources,
+        outputs=document.get("outputs") or {},
+        config=document.get("config") or {},
+    )
+
+
+def _resource(step: dict[str, Any]) -> PlannedResource:
+    state = step["newState"]
+    return PlannedResource(
+        urn=state["urn"],
+        type=state["type"],
+        name=state["urn"].rsplit("::", 1)[-1],
+        custom=state["custom"],
+        parent=state.get("parent", ""),
+        inputs=state.get("inputs") or {},
+        dependencies=tuple(state.get("dependencies") or ()),
+        protect=bool(state.get("protect")),
+        retain_on_delete=bool(state.get("retainOnDelete")),
+        op=step.get("op", "create"),
+        replacement_trigger=state.get("replacementTrigger"),
+        delete_before_replace=bool(state.get("deleteBeforeReplace")),
+        property_dependencies={
+            k: tuple(v) for k, v in (state.get("propertyDependencies") or {}).items()
+        },
+    )
+
+
+def totals(plan: Plan) -> dict[str, float | None]:
+    out = plan.outputs
+    return {
+        "gpus": out.get("totalGpus", 0),
+        "usdPerHour": out.get("estimatedUsdPerHour"),
+        "usdPerMonth": out.get("estimatedUsdPerMonth"),
+    }
+
+
+def change_json(change: Change) -> dict[str, Any]:
+    return {
+        "type": change.type,
+        "role": change.role,
+        "change": change.kind,
+        "inputs": {k: {"before": a, "after": b} for k, (a, b) in change.changed.items()},
+        "reasons": change.reasons,
+        "impact": change.impact,
+        "deleteBeforeReplace": change.delete_before_replace,
+    }
+
+
+def _money(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"${value:,.{digits}f}"
+
+
+def render_text(title: str, changes: list[Change], before: dict, after: dict) -> str:
+    lines = [title, ""]
+    order = {"replace": 0, "remove": 1, "update": 2, "add": 3}
+    for change in sorted(changes, key=lambda c: (order[c.kind], c.role)):
+        lines.append(f"{SIGN[change.kind]:>2} {change.type}  {change.role}  {change.kind}")
+        for key, (old, new) in list(change.changed.items())[:8]:
+            lines.append(f"      {key}: {shown(old)} -> {shown(new)}")
+        if len(change.changed) > 8:
+            lines.append(f"      ... and {len(change.changed) - 8} more inputs")
+        lines += [f"      why: {reason}" for reason in change.reasons]
+        lines += [f"      ! {impact}" for impact in change.impact]
+    counts = summary(changes)
+    if not changes:
+        lines.append("   no changes")
+    lines += [
+        "",
+        f"Resources: {counts['add']} to add, {counts['remove']} to remove, "
+        f"{counts['update']} to update in place, {counts['replace']} to replace",
+        f"GPUs: {before['gpus']:g} -> {after['gpus']:g}",
+        f"Cost: {_money(before['usdPerHour'])}/h -> {_money(after['usdPerHour'])}/h, "
+        f"{_money(before['usdPerMonth'], 0)}/month -> {_money(after['usdPerMonth'], 0)}/month",
+    ]
+    interrupting = [c for c in changes if c.impact and c.kind in ("replace", "remove", "update")]
+    if any("stops" in i or "terminated" in i for c in interrupting for i in c.impact):
+        lines.append("Running jobs: interrupted by this change (see ! lines)")
+    else:
+        lines.append("Running jobs: not interrupted")
+    return "\n".join(lines)
+
+
+def run_diff(
+    stacks: list[str],
+    stack: str | None,
+    saved: str | None,
+    overrides: list[tuple[str, str]],
+    as_json: bool,
+) -> int:
+    named = [*stacks, *([stack] if stack else [])]
+    if saved:
+        if len(named) != 1:
+            raise CommandError(USAGE, "--from PLAN.json compares with one stack: add --stack NAME")
+        before, after = saved_plan(Path(saved)), planned(named[0], overrides)
+        title = f"gpuc diff: {saved} -> {named[0]}"
+    elif len(named) == 2:
+        before, after = planned(named[0], []), planned(named[1], overrides)
+        title = (
+            f"gpuc diff: {named[0]} -> {named[1]} (as if {named[0]}'s config became {named[1]}'s)"
+        )
+    elif len(named) == 1 and overrides:
+        before, after = planned(named[0], []), planned(named[0], overrides)
+        shown_overrides = " ".join(f"{flag} {text}" for flag, text in overrides)
+        title = f"gpuc diff: {named[0]} -> {named[0]} with {shown_overrides}"
+    else:
+        raise CommandError(
+            USAGE,
+            "gpuc diff needs two stacks (gpuc diff dev train), one stack and --set/--set-path "
+            "overrides (gpuc diff --stack train --set nodes=8), or --from PLAN.json --stack NAME",
+        )
+    changes = diff_plans(before, after)
+    if as_json:
+        document = {
+            "before": totals(before),
+            "after": totals(after),
+            "summary": summary(changes),
+            "changes": [change_json(c) for c in changes],
+        }
+        json.dump(document, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(render_text(title, changes, totals(before), totals(after)))
+    return OK

@@ -1,0 +1,275 @@
+"""What changes between two plans: resources added, removed, updated in place or replaced,
+with the changed inputs and what each change does to running nodes.
+
+Resources are matched by type and role (the logical name without the cluster-name prefix), so
+two stacks compare as if one stack's config became the other's. Replacement follows the
+provider's replace-on-change properties (replace_rules.py), the resource's replacementTrigger,
+and what it takes from a replaced resource."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.diff.replace_rules import REPLACE_ON_CHANGE
+from infra.plan.engine import STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
+
+GROUP = "aws:autoscaling/group:Group"
+INSTANCE = "aws:ec2/instance:Instance"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+# What a node's replacementTrigger takes computed values from (components/node_group.py: the
+# subnet id and the placement group name). A trigger with a value unknown until `up` changes
+# when one of these is replaced - and the engine then replaces the nodes.
+# Template inputs that are also in a group's replacementTrigger (type, NIC layout, placement,
+# how nodes are bought): compared here too, for plans where the trigger is known only after up.
+NODE_BUILD = (
+    "instanceType",
+    "networkInterfaces",
+    "instanceMarketOptions",
+    "capacityReservationSpecification",
+)
+TRIGGER_SOURCES = (
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/placementGroup:PlacementGroup",
+)
+
+
+@dataclass
+class Change:
+    type: str
+    role: str
+    kind: str  # add | remove | update | replace
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # leaf path -> (old, new)
+    reasons: list[str] = field(default_factory=list)
+    impact: list[str] = field(default_factory=list)  # what it does to running nodes
+    delete_before_replace: bool = False
+
+
+def cluster_name(plan: Plan) -> str:
+    return plan.config.get("gpu-cluster:clusterName") or plan.stack
+
+
+def role(resource: PlannedResource, cluster: str) -> str:
+    prefix = f"{cluster}-"
+    return resource.name[len(prefix) :] if resource.name.startswith(prefix) else resource.name
+
+
+MOCK_IDENTIFIER = re.compile(
+    r"(?<![0-9a-z])[0-9a-f]{7,17}(?![0-9a-z])"  # resource ids and name suffixes
+    r"|[0-9a-f]{8}-1234-5678-9abc-[0-9a-f]{12}"  # KMS key ids (infra/plan/mocks.py)
+)
+
+
+def _normalized(value: Any, cluster: str | None) -> Any:
+    """Inputs with the cluster name and the offline ids abstracted, so two stacks' resources
+    compare by content."""
+    if cluster is None:
+        return value
+    text = MOCK_IDENTIFIER.sub("<id>", json.dumps(value, sort_keys=True, default=str))
+    return json.loads(
+        text.replace(f'"{cluster}"', '"<cluster>"').replace(f"{cluster}-", "<cluster>-")
+    )
+
+
+def _compared(plan: Plan) -> dict[tuple[str, str], PlannedResource]:
+    cluster = cluster_name(plan)
+    return {
+        (r.type, role(r, cluster)): r
+        for r in plan.resources
+        if r.custom and r.op != "read" and r.type != STACK_TYPE
+    }
+
+
+def changed_inputs(old: Any, new: Any, path: str = "") -> dict[str, tuple[Any, Any]]:
+    """Every changed leaf: `tags.team`, `blockDeviceMappings[0].ebs.volumeSize`."""
+    if old == new or UNKNOWN_TEXT in (old, new):  # known only after `up`: not compared
+        return {}
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: dict[str, tuple[Any, Any]] = {}
+        for key in sorted(set(old) | set(new)):
+            found |= changed_inputs(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        found = {}
+        for index, (a, b) in enumerate(zip(old, new, strict=True)):
+            found |= changed_inputs(a, b, f"{path}[{index}]")
+        return found
+    return {path: (old, new)}
+
+
+def top_level(path: str) -> str:
+    return path.split(".", 1)[0].split("[", 1)[0]
+
+
+def diff_plans(before: Plan, after: Plan) -> list[Change]:
+    old_cluster, new_cluster = cluster_name(before), cluster_name(after)
+    if old_cluster == new_cluster:  # one stack: compare values as they are
+        old_cluster = new_cluster = None
+    old, new = _compared(before), _compared(after)
+    changes: dict[tuple[str, str], Change] = {}
+    for key in sorted(set(old) | set(new)):
+        type_, name = key
+        if key not in old:
+            changes[key] = Change(type_, name, "add")
+            continue
+        if key not in new:
+            changes[key] = Change(type_, name, "remove")
+            continue
+        a, b = old[key], new[key]
+        changed = changed_inputs(
+            _normalized(a.inputs, old_cluster), _normalized(b.inputs, new_cluster)
+        )
+        triggers = (a.replacement_trigger, b.replacement_trigger)
+        trigger_changed = UNKNOWN_TEXT not in triggers and _normalized(
+            triggers[0], old_cluster
+        ) != _normalized(triggers[1], new_cluster)
+        forcing = sorted({top_level(p) for p in changed} & set(REPLACE_ON_CHANGE.get(type_, ())))
+        if forcing or trigger_changed:
+            reasons = [f"{p} cannot change in place" for p in forcing]
+            if trigger_changed:
+                reasons.append("its replacementTrigger changed (what a running node cannot change)")
+            changes[key] = Change(type_, name, "replace", changed, reasons)
+        elif changed:
+            changes[key] = Change(type_, name, "update", changed)
+    _propagate(changes, new)
+    for key, change in changes.items():
+        change.delete_before_replace = key in new and new[key].delete_before_replace
+        change.impact = node_impact(change)
+    return list(changes.values())
+
+
+def _propagate(
+    changes: dict[tuple[str, str], Change], new: dict[tuple[str, str], PlannedResource]
+) -> None:
+    """A replaced resource gets a new id: what takes a replace-on-change input from it is
+    replaced too, anything else taking an input from it is updated. An updated launch
+    template gets a new version, which its group or instance takes."""
+    by_urn = {r.urn: key for key, r in new.items()}
+    moved = True
+    while moved:
+        moved = False
+        for key, resource in new.items():
+            if resource.replacement_trigger is not None:
+                for urn in resource.dependencies:
+                    source = changes.get(by_urn.get(urn, ("", "")))
+                    if source and source.kind == "replace" and source.type in TRIGGER_SOURCES:
+                        why = f"its replacementTrigger takes {source.role}'s id, which is replaced"
+                        moved = _apply(changes, key, "replace", why) or moved
+            for prop, urns in resource.property_dependencies.items():
+                for source in (changes.get(by_urn[u]) for u in urns if u in by_urn):
+                    kind, why = _inherited(key[0], prop, source)
+                    if kind is not None and _apply(changes, key, kind, why):
+                        moved = True
+
+
+def _inherited(type_: str, prop: str, source: Change | None) -> tuple[str | None, str]:
+    if source is None:
+        return None, ""
+    upstream = f"{source.role} ({source.type.rsplit(':', 1)[-1]})"
+    if source.kind == "replace":
+        kind = "replace" if prop in REPLACE_ON_CHANGE.get(type_, ()) else "update"
+        return kind, f"{prop} comes from {upstream}, which is replaced"
+    if source.type == LAUNCH_TEMPLATE and source.kind == "update":
+        rebuilt = sorted({top_level(p) for p in source.changed} & set(NODE_BUILD))
+        if type_ == GROUP and rebuilt:
+            return "replace", f"how its nodes are built changed in {upstream}: {', '.join(rebuilt)}"
+        return "update", f"takes the new version of {upstream}"
+    return None, ""
+
+
+def _apply(
+    changes: dict[tuple[str, str], Change], key: tuple[str, str], kind: str, why: str
+) -> bool:
+    current = changes.get(key)
+    if current is None:
+        changes[key] = Change(key[0], key[1], kind, reasons=[why])
+        return True
+    if current.kind in ("add", "remove") or why in current.reasons:
+        return False
+    if kind == "replace":
+        current.kind = "replace"
+    current.reasons.append(why)
+    return True
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def node_impact(change: Change) -> list[str]:
+    """What a change does to running nodes and their NVMe scratch, before it happens."""
+    if change.type == GROUP:
+        if change.kind == "replace":
+            return [
+                "every node is terminated before the new group launches (delete-before-replace): "
+                "a running job stops and the nodes' NVMe scratch is wiped"
+            ]
+        if change.kind == "remove":
+            return ["every node is terminated: a running job stops"]
+        impact = []
+        old, new = change.changed.get("desiredCapacity", (None, None))
+        old, new = _count(old), _count(new)
+        if old is not None and new is not None and new > old:
+            impact.append(f"adds {new - old} node(s); running nodes are untouched")
+        elif old is not None and new is not None and new < old:
+            impact.append(
+                f"terminates {old - new} node(s): a job running on them stops, their NVMe "
+                "scratch is gone"
+            )
+        if any("new version" in r for r in change.reasons) or {
+            top_level(p) for p in change.changed
+        } & {"launchTemplate", "mixedInstancesPolicy"}:
+            impact.append(
+                "a new launch-template version: only nodes launched from now on get it (no "
+                "running node is replaced; start an instance refresh to roll it)"
+            )
+        return impact
+    if change.type == INSTANCE:
+        if change.kind == "replace":
+            return ["the dev box is replaced: a running job stops; its root disk and NVMe are lost"]
+        if change.kind == "remove":
+            return ["the dev box is terminated"]
+        keys = {top_level(p) for p in change.changed}
+        stop_start = [k for k in ("instanceType", "userData", "userDataBase64") if k in keys]
+        if stop_start:
+            return [
+                f"{', '.join(stop_start)}: the box is stopped and started - a running job stops "
+                "and NVMe scratch is wiped; the root disk stays"
+            ]
+        if any("new version" in r for r in change.reasons):
+            return [
+                "the box keeps its launch-template version ($Default is read at launch); after "
+                "`pulumi refresh` the next `pulumi up` replaces it"
+            ]
+        return []
+    if change.type == LAUNCH_TEMPLATE and change.kind == "update":
+        return ["a new template version: reaches nodes launched from now on only"]
+    if change.type == "aws:fsx/lustreFileSystem:LustreFileSystem" and change.kind in (
+        "replace",
+        "remove",
+    ):
+        return ["the Lustre file system is deleted: files not exported to the bucket are lost"]
+    if change.type == "aws:ec2/capacityReservation:CapacityReservation" and change.kind in (
+        "replace",
+        "remove",
+    ):
+        return ["the reservation is cancelled: its capacity is released to others"]
+    return []
+
+
+def summary(changes: list[Change]) -> dict[str, int]:
+    counts = {"add": 0, "remove": 0, "update": 0, "replace": 0}
+    for change in changes:
+        counts[change.kind] += 1
+    return counts
+
+
+def shown(value: Any, room: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if value is None:
+        text = "(unset)"
+    if text == UNKNOWN_TEXT:
+        return "(known after up)"
+    return text if len(text) <= room else text[: room - 3] + "..."

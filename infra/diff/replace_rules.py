@@ -1,0 +1,132 @@
+"""Inputs whose change makes pulumi-aws replace the resource (the bridged Terraform
+provider's ForceNew arguments), for the types a gpu-cluster stack declares.
+
+Source: hashicorp/terraform-provider-aws, internal/service/<service>/<resource>.go (ForceNew)
+- pulumi-aws is bridged from it, and a ForceNew argument is a replace in `pulumi preview`.
+Anything not listed updates in place."""
+
+from __future__ import annotations
+
+REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
+    "aws:ec2/vpc:Vpc": ("cidrBlock", "ipv4IpamPoolId", "ipv4NetmaskLength"),
+    "aws:ec2/subnet:Subnet": (
+        "vpcId",
+        "cidrBlock",
+        "availabilityZone",
+        "availabilityZoneId",
+        "ipv4IpamPoolId",
+        "ipv4NetmaskLength",
+        "ipv6Native",
+        "outpostArn",
+    ),
+    "aws:ec2/securityGroup:SecurityGroup": ("name", "namePrefix", "description", "vpcId"),
+    # a rule also replaces when its source kind changes (cidrIpv4 -> referencedSecurityGroupId)
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("securityGroupId",),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("securityGroupId",),
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": ("vpcId",),
+    "aws:ec2/routeTable:RouteTable": ("vpcId",),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": ("subnetId", "gatewayId"),
+    "aws:ec2/internetGateway:InternetGateway": (),
+    "aws:ec2/natGateway:NatGateway": (
+        "allocationId",
+        "subnetId",
+        "connectivityType",
+        "privateIp",
+        "secondaryPrivateIpAddressCount",
+    ),
+    "aws:ec2/eip:Eip": ("domain", "publicIpv4Pool", "address", "ipamPoolId", "networkBorderGroup"),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("vpcId", "serviceName", "vpcEndpointType"),
+    "aws:ec2/flowLog:FlowLog": (
+        "vpcId",
+        "subnetId",
+        "trafficType",
+        "logDestination",
+        "logDestinationType",
+        "iamRoleArn",
+        "maxAggregationInterval",
+    ),
+    "aws:ec2/placementGroup:PlacementGroup": ("name", "strategy", "partitionCount", "spreadLevel"),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("name", "namePrefix"),
+    # instanceType, userData and userDataBase64 change in place by stopping and starting the
+    # instance; launchTemplate's version replaces it only once state holds a numeric version
+    # that differs from the template's $Default (CustomizeDiff, after a refresh).
+    "aws:ec2/instance:Instance": (
+        "ami",
+        "associatePublicIpAddress",
+        "availabilityZone",
+        "cpuCoreCount",
+        "cpuThreadsPerCore",
+        "ebsOptimized",
+        "ebsBlockDevices",
+        "ephemeralBlockDevices",
+        "hibernation",
+        "hostId",
+        "ipv6AddressCount",
+        "ipv6Addresses",
+        "keyName",
+        "launchTemplate",
+        "networkInterfaces",
+        "placementGroup",
+        "placementPartitionNumber",
+        "privateIp",
+        "securityGroups",
+        "subnetId",
+        "tenancy",
+    ),
+    # min/max/desired, template version, mixed instances policy, placement group and subnets
+    # all change in place (one UpdateAutoScalingGroup call); running instances keep theirs.
+    "aws:autoscaling/group:Group": ("name", "namePrefix", "initialLifecycleHooks"),
+    "aws:ec2/capacityReservation:CapacityReservation": (
+        "availabilityZone",
+        "ebsOptimized",
+        "ephemeralStorage",
+        "instanceMatchCriteria",
+        "instancePlatform",
+        "instanceType",
+        "tenancy",
+    ),
+    "aws:kms/key:Key": (
+        "customerMasterKeySpec",
+        "keyUsage",
+        "multiRegion",
+        "customKeyStoreId",
+        "xksKeyId",
+    ),
+    "aws:kms/alias:Alias": ("name", "namePrefix"),
+    "aws:s3/bucket:Bucket": ("bucket", "bucketPrefix", "objectLockEnabled"),
+    "aws:iam/role:Role": ("name", "namePrefix", "path"),
+    "aws:iam/rolePolicy:RolePolicy": ("name", "namePrefix", "role"),
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": ("role", "policyArn"),
+    "aws:iam/instanceProfile:InstanceProfile": ("name", "namePrefix", "path"),  # role: in place
+    "aws:iam/serviceLinkedRole:ServiceLinkedRole": ("awsServiceName", "customSuffix"),
+    "aws:cloudwatch/logGroup:LogGroup": ("name", "namePrefix", "logGroupClass"),
+    "aws:cloudwatch/logResourcePolicy:LogResourcePolicy": ("policyName",),
+    "aws:cloudwatch/eventRule:EventRule": ("name", "namePrefix", "eventBusName"),
+    "aws:cloudwatch/eventTarget:EventTarget": ("rule", "targetId", "eventBusName"),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": ("alarmName",),
+    "aws:autoscaling/policy:Policy": ("name", "autoscalingGroupName"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": (
+        "backupId",
+        "copyTagsToBackups",
+        "deploymentType",
+        "driveCacheType",
+        "exportPath",
+        "fileSystemTypeVersion",
+        "importPath",
+        "importedFileChunkSize",
+        "kmsKeyId",
+        "securityGroupIds",
+        "storageType",
+        "subnetIds",
+    ),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
+        "fileSystemId",
+        "fileSystemPath",
+        "dataRepositoryPath",
+    ),
+    "aws:ssm/parameter:Parameter": ("name", "dataType"),
+    "aws:scheduler/schedule:Schedule": ("name", "namePrefix", "groupName"),
+    "aws:budgets/budget:Budget": ("name", "namePrefix", "accountId"),
+    "aws:sns/topic:Topic": ("name", "namePrefix", "fifoTopic"),
+    "aws:cloudtrail/trail:Trail": ("name",),
+}
