@@ -10,6 +10,7 @@ import pulumi_aws as aws
 from components.ami import AmiChoice, resolve_ami
 from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
+from components.cost_controls import CostControlArgs, CostControls, StackCostControls
 from components.datastore import DataStore, DataStoreArgs
 from components.launch_template import RootVolume
 from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
@@ -62,6 +63,7 @@ class GpuClusterArgs:
     container_network: str = "host"
     # Pulumi secrets from stack config: name -> value (stored as SSM SecureString parameters)
     secrets: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    cost_controls: CostControls = field(default_factory=CostControls)
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -120,6 +122,7 @@ class GpuCluster(pulumi.ComponentResource):
                 scope=args.scope,
                 cluster=name,
                 secrets_path=secrets_path(name) if args.secrets else None,
+                alert_topic=args.cost_controls.alerts,
                 tags=args.tags,
             ),
             child,
@@ -231,7 +234,24 @@ class GpuCluster(pulumi.ComponentResource):
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
                 container_network=args.container_network,
+                scale_to_zero=args.cost_controls.idle_stop is not None,
                 tags={**args.tags, CLUSTER_TAG: name},
+            ),
+            child,
+        )
+        self.cost_controls = StackCostControls(
+            child_name(name, "cost"),
+            CostControlArgs(
+                controls=args.cost_controls,
+                stack=args.tags.get("gpu-cluster:stack", name),
+                region=args.region,
+                account_id=identity.account_id,
+                partition=partition,
+                kms_key_arn=self.security.key.arn,
+                node_count=args.node_count,
+                instance=self.nodes.instance,
+                group=self.nodes.group,
+                tags=args.tags,
             ),
             child,
         )

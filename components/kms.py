@@ -26,12 +26,15 @@ def create_cluster_key(
     scope: str = "",
     log_group_prefixes: tuple[str, ...] = (),
     trail_arn: pulumi.Input[str] | None = None,
+    alert_publishers: bool = False,
 ) -> tuple[aws.kms.Key, aws.kms.Alias]:
     """A symmetric key with rotation, an explicit policy and an alias; never deleted by a
     teardown (retained), and protected when it encrypts data that must outlive compute."""
     policy = pulumi.Output.all(partition, account_id, autoscaling_role_arn, trail_arn).apply(
         lambda args: json.dumps(
-            kms_key_policy(args[0], args[1], region, args[2], log_group_prefixes, args[3])
+            kms_key_policy(
+                args[0], args[1], region, args[2], log_group_prefixes, args[3], alert_publishers
+            )
         )
     )
     key = aws.kms.Key(

@@ -85,6 +85,7 @@ class GpuNodeGroupArgs:
     root_volume: RootVolume = field(default_factory=RootVolume)
     public_ip: bool = False
     container_network: str = "host"  # "bridge": containers need a second IMDS hop
+    scale_to_zero: bool = False  # the idle stop may set the group to 0 nodes
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -231,7 +232,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         spot = isinstance(purchase, Spot)
         return aws.autoscaling.Group(
             child_name(name, "group"),
-            min_size=args.node_count,
+            min_size=0 if args.scale_to_zero else args.node_count,
             max_size=args.node_count,
             desired_capacity=args.node_count,
             vpc_zone_identifiers=[args.subnet_id],

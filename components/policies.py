@@ -16,6 +16,7 @@ def kms_key_policy(
     autoscaling_role_arn: str | None = None,
     log_group_prefixes: tuple[str, ...] = (),
     trail_arn: str | None = None,
+    alert_publishers: bool = False,
 ) -> dict[str, Any]:
     """Explicit key policy: the account administers the key through IAM (AWS's default
     statement, which prevents an unmanageable key); CloudWatch Logs in this region may use it
@@ -107,6 +108,19 @@ def kms_key_policy(
         ]
     if trail_arn:
         policy["Statement"] += cloudtrail_key_statements(partition, account_id, trail_arn)
+    if alert_publishers:
+        # The stack's alert topic is encrypted with this key: AWS Budgets and CloudWatch alarms
+        # publish to it only if they may use the key (SNS encryption at rest docs).
+        policy["Statement"].append(
+            {
+                "Sid": "AllowAlertsToEncryptedTopic",
+                "Effect": "Allow",
+                "Principal": {"Service": ["budgets.amazonaws.com", "cloudwatch.amazonaws.com"]},
+                "Action": ["kms:GenerateDataKey*", "kms:Decrypt"],
+                "Resource": "*",
+                "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+            }
+        )
     return policy
 
 
@@ -189,7 +203,12 @@ def node_access_policy(
             {
                 "Sid": "DiscoverClusterNodes",
                 "Effect": "Allow",
-                "Action": ["ec2:DescribeInstances", "autoscaling:DescribeAutoScalingGroups"],
+                # DescribeTags: the CloudWatch agent resolves ${aws:AutoScalingGroupName}
+                "Action": [
+                    "ec2:DescribeInstances",
+                    "ec2:DescribeTags",
+                    "autoscaling:DescribeAutoScalingGroups",
+                ],
                 "Resource": "*",
             },
         ],

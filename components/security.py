@@ -26,6 +26,7 @@ class ClusterSecurityArgs:
     scope: str = ""  # see naming.unique_name
     cluster: str | None = None  # the cluster tag value nodes report their health under
     secrets_path: str | None = None  # the SSM hierarchy of the cluster's secrets, if any
+    alert_topic: bool = False  # an SNS topic under this key that Budgets and alarms publish to
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -66,6 +67,7 @@ class ClusterSecurity(pulumi.ComponentResource):
                 if args.cluster
                 else ()
             ),
+            alert_publishers=args.alert_topic,
         )
         child = pulumi.ResourceOptions(parent=self)
         self.role = aws.iam.Role(

@@ -81,6 +81,7 @@ def render_user_data(boot: BootConfig) -> str:
             "SPOT_WATCH_SCRIPT": boot_script("gpu-cluster-spot-watch.sh").rstrip("\n"),
             "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
             "SECRETS_PATH": shlex.quote(boot.secrets_path),
+            "GPU_METRICS_SCRIPT": boot_script("gpu-cluster-gpu-metrics.sh").rstrip("\n"),
             "SECRETS_SCRIPT": boot_script("gpu-cluster-secrets.sh").rstrip("\n"),
         },
     )

@@ -118,6 +118,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             scope="" if spec.name == spec.stack else spec.stack,
             container_network=spec.container_network,
             secrets=cluster_secrets(spec.secrets),
+            cost_controls=spec.cost_controls,
             tags=cluster_tags(spec.name, spec.tags, spec.stack),
         ),
     )
@@ -129,6 +130,8 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
         pulumi.export("instanceChoice", spec.choice_note)
     pulumi.export("nodeCount", spec.node_count)
     pulumi.export("purchaseOption", spec.purchase_option)
+    pulumi.export("costControls", spec.cost_controls.describe())
+    pulumi.export("resumeCommand", f"gpuc resume --stack {spec.stack}")
     pulumi.export("totalGpus", cluster.total_gpus)
     pulumi.export("efaInterfacesPerNode", cluster.efa_interfaces_per_node)
     pulumi.export("expectedBusBandwidthGBps", cluster.expected_busbw_gbytes)

@@ -109,6 +109,29 @@ class CapacityBlockSpec(StrictModel):
     id: str | None = None
 
 
+class IdleStopSpec(StrictModel):
+    """Stop idle GPUs: unset = the stage's default (dev box 30 min, cluster 60 min, under 5%)."""
+
+    enabled: ConfigBool = True
+    minutes: ConfigInt | None = Field(None, ge=10, le=1440)
+    below_percent: float | None = Field(None, gt=0, le=100)
+
+
+class ScheduleSpec(StrictModel):
+    """Working hours: the nodes start at `start` and stop at `stop` on `days`."""
+
+    days: str = "MON-FRI"
+    start: str
+    stop: str
+    timezone: str = "UTC"
+
+
+class BudgetSpec(StrictModel):
+    monthly_usd: float = Field(gt=0)
+    stop_at_limit: ConfigBool = False  # dev box only: a budget action stops it at 100%
+    activate_cost_allocation_tag: ConfigBool = False  # management or standalone account
+
+
 PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 
 
@@ -135,13 +158,28 @@ class StackSpec(StrictModel):
     fsx: FsxSpec | None = None
     container_network: Literal["host", "bridge"] = "host"  # IMDS hop limit 1, or 2 for bridge
     secrets: list[str] = Field(default_factory=list)  # names only (infra/secrets_config.py)
+    # stop paying for idle GPUs (compute stacks)
+    idle_stop: IdleStopSpec | None = None
+    schedule: ScheduleSpec | None = None
+    expires_at: str | None = None  # RFC 3339 UTC: the nodes stop then
+    budget: BudgetSpec | None = None
+    alert_emails: list[str] = Field(default_factory=list)
     # data stack only: the audit trail and the account-level guards
     audit_trail: ConfigBool = False
     ebs_encryption_by_default: ConfigBool = False
     snapshot_block_public_access: ConfigBool = False
     tags: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("spot", "capacity_reservation", "capacity_block", "fsx", mode="before")
+    @field_validator(
+        "spot",
+        "capacity_reservation",
+        "capacity_block",
+        "fsx",
+        "idle_stop",
+        "schedule",
+        "budget",
+        mode="before",
+    )
     @classmethod
     def settings_are_objects(cls, value: Any) -> Any:
         """Unset means not given; an explicit null is a mistake like any other non-mapping."""
@@ -162,6 +200,10 @@ OBJECT_KEYS = frozenset(
         "capacityBlock",
         "fsx",
         "secrets",
+        "idleStop",
+        "schedule",
+        "budget",
+        "alertEmails",
     }
 )
 CONFIG_KEYS = frozenset(

@@ -370,6 +370,7 @@ def test_a_plain_instance_needs_no_autoscaling_role():
         "EnableIamPolicies",
         "AllowCloudWatchLogsForThisStack",
         "AllowFsxLustreDataRepositories",
+        "AllowAlertsToEncryptedTopic",  # dev has a budget: its topic is under this key
     }
 
 

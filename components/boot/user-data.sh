@@ -86,6 +86,13 @@ SCRIPT
 boot_unit gpu-cluster-health "node health check" \
   "gpu-cluster-scratch.service nvidia-fabricmanager.service network-online.target"
 
+# 3b. GPU utilization to CloudWatch every minute (the idle stop watches it).
+cat > /usr/local/sbin/gpu-cluster-gpu-metrics <<'SCRIPT'
+{{GPU_METRICS_SCRIPT}}
+SCRIPT
+boot_unit gpu-cluster-gpu-metrics "GPU utilization metrics" network-online.target \
+  network-online.target
+
 # 4. The node list and torchrun environment, rebuilt from EC2 as nodes come and go.
 cat > /usr/local/sbin/gpu-cluster-nodes <<'SCRIPT'
 {{NODES_SCRIPT}}

@@ -150,6 +150,8 @@ def text_tree(plan: Plan) -> str:
         )
     if "purchaseOption" in outputs:
         lines.append(f"Purchase option: {outputs['purchaseOption']}")
+    for control in outputs.get("costControls", []):
+        lines.append(f"Stop paying: {control}")
     for quota, vcpus in outputs.get("vcpuQuotasNeeded", {}).items():
         lines.append(f"EC2 quota needed: {vcpus} vCPUs of '{quota}' (Service Quotas, per region)")
     if "estimatedUsdPerHour" in outputs:

@@ -33,6 +33,11 @@ COMPUTE_KEYS = (
     "fsx",
     "containerNetwork",
     "secrets",
+    "idleStop",
+    "schedule",
+    "expiresAt",
+    "budget",
+    "alertEmails",
 )
 
 

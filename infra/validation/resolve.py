@@ -3,14 +3,15 @@ prices: a resolved stack, or every problem found (never the first one only)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from components.catalog import Catalog, InstanceFacts, load_catalog
 from components.cidr import (
     SubnetLayout,
 )
+from components.cost_controls import CostControls
 from components.nic_layout import ip_addresses_per_node, nic_layout
-from components.purchase import Purchase
+from components.purchase import Purchase, is_single_instance
 from infra.cost.gpu_prices import on_demand_hourly
 from infra.errors import Problem
 from infra.spec import (
@@ -31,6 +32,7 @@ from infra.validation.compute import (
     gpu_choice_note,
     pick_instance_type,
 )
+from infra.validation.cost_controls import check_cost_controls
 from infra.validation.names import (
     check_cluster_stack,
     check_data_stack,
@@ -66,6 +68,7 @@ class ResolvedCluster:
     choice_note: str | None = None  # why a gpu request became this type
     container_network: str = "host"
     secrets: tuple[str, ...] = ()  # names of the Pulumi secrets the nodes get
+    cost_controls: CostControls = field(default_factory=CostControls)
 
     @property
     def total_gpus(self) -> float:
@@ -132,6 +135,10 @@ def resolve(
     problems += found
     purchase, found = check_purchase(spec, facts, catalog, efa)
     problems += found
+    controls, found = check_cost_controls(
+        spec, purchase is not None and is_single_instance(purchase, spec.nodes)
+    )
+    problems += found
     problems += check_ami(spec.ami, facts)
     problems += check_dlami_support(spec, facts, catalog)
     problems += check_whole_gpus(spec, facts, efa, catalog)
@@ -163,6 +170,7 @@ def resolve(
             choice_note=gpu_choice_note(spec, catalog),
             container_network=spec.container_network,
             secrets=tuple(spec.secrets),
+            cost_controls=controls,
         ),
         [],
     )

@@ -1,0 +1,169 @@
+"""The idle stop, schedule, maximum lifetime, budget and alert e-mails of a compute stack."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
+from infra.errors import Problem
+from infra.spec import StackSpec
+from infra.suggest import suggest
+from infra.validation.common import key
+
+# Per-stage defaults: the dev box stops after 30 idle minutes; a cluster, whose jobs pause
+# longer between phases (data loading, evaluation), after 60. Inference (later) has none.
+DEV_IDLE = IdleStop(30, 5.0)
+CLUSTER_IDLE = IdleStop(60, 5.0)
+CLOCK = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+DAY = "|".join(DAYS)
+DAYS_PATTERN = re.compile(rf"^(\*|({DAY})(-({DAY}))?(,({DAY})(-({DAY}))?)*)$")
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def check_cost_controls(
+    spec: StackSpec, single_box: bool, now: datetime | None = None
+) -> tuple[CostControls, list[Problem]]:
+    problems: list[Problem] = []
+    idle = _idle(spec, single_box, problems)
+    schedule = _schedule(spec, problems)
+    expires = _expiry(spec, problems, now or datetime.now(UTC))
+    budget = None
+    if spec.budget is not None:
+        b = spec.budget
+        if b.stop_at_limit and not single_box:
+            problems.append(
+                Problem(
+                    path=key("budget.stopAtLimit"),
+                    received=True,
+                    problem="a budget action can stop only named instances; a cluster's "
+                    "node group replaces its instances",
+                    allowed="true on a single on-demand node (the dev box)",
+                    fix="pulumi config set --path budget.stopAtLimit false; use idleStop, "
+                    "schedule or expiresAt to stop a cluster",
+                )
+            )
+        budget = Budget(b.monthly_usd, b.stop_at_limit, b.activate_cost_allocation_tag)
+    for index, email in enumerate(spec.alert_emails):
+        if not EMAIL.match(email):
+            problems.append(
+                Problem(
+                    path=key(f"alertEmails[{index}]"),
+                    received=email,
+                    problem="not an e-mail address",
+                    allowed="name@example.com",
+                    fix=f"pulumi config set --path alertEmails[{index}] name@example.com",
+                )
+            )
+    return CostControls(idle, schedule, expires, budget, tuple(spec.alert_emails)), problems
+
+
+def _idle(spec: StackSpec, single_box: bool, problems: list[Problem]) -> IdleStop | None:
+    default = DEV_IDLE if single_box else CLUSTER_IDLE
+    settings = spec.idle_stop
+    if settings is None:
+        return default
+    if not settings.enabled:
+        return None
+    minutes = settings.minutes if settings.minutes is not None else default.minutes
+    if minutes % 5:
+        problems.append(
+            Problem(
+                path=key("idleStop.minutes"),
+                received=minutes,
+                problem="the alarm looks at 5-minute periods",
+                allowed="a multiple of 5 from 10 to 1440",
+                fix=f"pulumi config set --path idleStop.minutes {max(10, minutes // 5 * 5)}",
+            )
+        )
+    below = settings.below_percent if settings.below_percent is not None else default.below_percent
+    return IdleStop(minutes, below)
+
+
+def _schedule(spec: StackSpec, problems: list[Problem]) -> WorkSchedule | None:
+    s = spec.schedule
+    if s is None:
+        return None
+    found = []
+    for field, value in (("start", s.start), ("stop", s.stop)):
+        if not CLOCK.match(value):
+            found.append(
+                Problem(
+                    path=key(f"schedule.{field}"),
+                    received=value,
+                    problem="not a time of day",
+                    allowed="HH:MM, 24-hour clock, e.g. 08:00",
+                    fix=f"pulumi config set --path schedule.{field} 08:00",
+                )
+            )
+    if not found and s.start == s.stop:
+        found.append(
+            Problem(
+                path=key("schedule.stop"),
+                received=s.stop,
+                problem="the nodes would stop the minute they start",
+                allowed="a stop time other than the start time",
+                fix="pulumi config set --path schedule.stop 20:00",
+            )
+        )
+    days = s.days.upper().replace(" ", "")
+    if not DAYS_PATTERN.match(days):
+        found.append(
+            Problem(
+                path=key("schedule.days"),
+                received=s.days,
+                problem="not a list or range of weekdays",
+                allowed="MON-FRI, MON,WED,FRI, SAT-SUN or * (every day)",
+                fix="pulumi config set --path schedule.days MON-FRI",
+            )
+        )
+    try:
+        ZoneInfo(s.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        hint = suggest(s.timezone, sorted(available_timezones()))
+        found.append(
+            Problem(
+                path=key("schedule.timezone"),
+                received=s.timezone,
+                problem="not an IANA time zone",
+                allowed="e.g. UTC, Europe/Berlin, America/New_York",
+                fix=f"{hint}pulumi config set --path schedule.timezone Europe/Berlin",
+            )
+        )
+    problems += found
+    return None if found else WorkSchedule(days, s.start, s.stop, s.timezone)
+
+
+def _expiry(spec: StackSpec, problems: list[Problem], now: datetime) -> datetime | None:
+    text = spec.expires_at
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        problems.append(
+            Problem(
+                path=key("expiresAt"),
+                received=text,
+                problem="not a date and time with a time zone",
+                allowed="RFC 3339 in UTC, e.g. 2027-01-31T18:00:00Z",
+                fix="pulumi config set expiresAt 2027-01-31T18:00:00Z",
+            )
+        )
+        return None
+    moment = moment.astimezone(UTC).replace(second=0, microsecond=0)
+    if moment <= now:
+        problems.append(
+            Problem(
+                path=key("expiresAt"),
+                received=text,
+                problem="that time has passed: the nodes would never start",
+                allowed="a future date and time (UTC)",
+                fix="pulumi config set expiresAt <a later time>, or pulumi config rm expiresAt",
+            )
+        )
+        return None
+    return moment
