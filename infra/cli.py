@@ -38,6 +38,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return run_diff(args.stacks, args.stack, args.saved, args.overrides, args.json)
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    from infra.aws.resume import run_resume
+
+    return run_resume(args.stack)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from infra.audit.command import run_audit
 
@@ -222,7 +228,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     from infra.cost.model import Usage
 
     usage = Usage(
-        hours_per_day=args.hours_per_day,
+        hours_per_day=24.0 if args.hours_per_day is None else args.hours_per_day,
         days_per_month=args.days_per_month,
         dataset_gb=args.dataset_gb,
         flow_log_gb_per_month=args.flow_log_gb,
@@ -230,7 +236,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         savings_plan_1y=args.savings_plan_1y,
         savings_plan_3y=args.savings_plan_3y,
     )
-    return run_cost(args.stack, usage, args.json, args.quote_capacity_block)
+    follow_schedule = args.hours_per_day is None
+    return run_cost(args.stack, usage, args.json, args.quote_capacity_block, follow_schedule)
 
 
 def cmd_block_offerings(args: argparse.Namespace) -> int:
@@ -317,6 +324,11 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true")
     add_override_options(diff)
     diff.set_defaults(func=cmd_diff)
+    resume = sub.add_parser(
+        "resume", help="start what the idle stop, a schedule or expiresAt stopped (needs AWS)"
+    )
+    resume.add_argument("--stack", "-s", required=True)
+    resume.set_defaults(func=cmd_resume)
     audit = sub.add_parser("audit", help="the security controls over a stack's plan (offline)")
     audit.add_argument("--stack", "-s", required=True, help="stack: stacks/Pulumi.<stack>.yaml")
     audit.add_argument("--json", action="store_true", help="one object per control")
@@ -345,8 +357,8 @@ def parser() -> argparse.ArgumentParser:
     cost.add_argument(
         "--hours-per-day",
         type=bounded(0, 24, "--hours-per-day"),
-        default=24.0,
-        help="hours a day the nodes run (default 24)",
+        default=None,
+        help="hours a day the nodes run (default: the stack's schedule, else 24)",
     )
     cost.add_argument(
         "--days-per-month",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 from infra.aws.capacity_blocks import MAX_DAYS_DAILY
 from infra.cost.compare import BlockQuote, compare_options
@@ -30,8 +31,23 @@ def block_hours(days_per_month: float) -> int:
     return 24 * (days if days <= MAX_DAYS_DAILY else days - days % 7)
 
 
-def run_cost(stack: str, usage: Usage, as_json: bool = False, quote_block: bool = False) -> int:
+def scheduled_usage(spec: object, usage: Usage) -> Usage:
+    """A stack with working hours bills the hours its schedule runs the nodes."""
+    schedule = spec.cost_controls.schedule if isinstance(spec, ResolvedCluster) else None
+    return replace(usage, hours_per_day=schedule.hours_per_day()) if schedule else usage
+
+
+def run_cost(
+    stack: str,
+    usage: Usage,
+    as_json: bool = False,
+    quote_block: bool = False,
+    follow_schedule: bool = False,
+) -> int:
+    """``follow_schedule``: no --hours-per-day was given, so the stack's schedule decides."""
     spec = load_stack_spec(stack)
+    if follow_schedule:
+        usage = scheduled_usage(spec, usage)
     if not isinstance(spec, ResolvedCluster):
         estimate, options = estimate_data(spec, usage), []
     else:

@@ -1,0 +1,72 @@
+"""`gpuc resume --stack NAME`: bring back what the idle stop, a schedule or the maximum lifetime
+stopped - start the stack's stopped dev box, or set its node group back to the stack's size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.naming import STACK_TAG
+from infra.aws import call, client, paginate
+from infra.outcome import OK, load_cluster_spec
+
+
+def stopped_instances(ec2: Any, stack: str) -> list[str]:
+    reservations = paginate(
+        ec2,
+        "ec2",
+        "DescribeInstances",
+        "Reservations",
+        Filters=[
+            {"Name": f"tag:{STACK_TAG}", "Values": [stack]},
+            {"Name": "instance-state-name", "Values": ["stopped", "stopping"]},
+        ],
+    )
+    return sorted(i["InstanceId"] for r in reservations for i in r["Instances"])
+
+
+def stack_groups(autoscaling: Any, stack: str) -> list[dict[str, Any]]:
+    groups = paginate(
+        autoscaling,
+        "autoscaling",
+        "DescribeAutoScalingGroups",
+        "AutoScalingGroups",
+        Filters=[{"Name": f"tag:{STACK_TAG}", "Values": [stack]}],
+    )
+    return list(groups)
+
+
+def resume(stack: str, region: str, nodes: int, ec2: Any, autoscaling: Any) -> list[str]:
+    """What was brought back, one line each."""
+    done = []
+    for group in stack_groups(autoscaling, stack):
+        name = group["AutoScalingGroupName"]
+        if group["DesiredCapacity"] >= nodes:
+            done.append(f"group {name} already wants {group['DesiredCapacity']} node(s)")
+            continue
+        call(
+            autoscaling,
+            "autoscaling",
+            "UpdateAutoScalingGroup",
+            AutoScalingGroupName=name,
+            MaxSize=max(nodes, group["MaxSize"]),
+            DesiredCapacity=nodes,
+        )
+        done.append(f"group {name}: {group['DesiredCapacity']} -> {nodes} node(s)")
+    stopped = stopped_instances(ec2, stack)
+    if stopped:
+        call(ec2, "ec2", "StartInstances", InstanceIds=stopped)
+        done.append(f"started {', '.join(stopped)}")
+    return done
+
+
+def run_resume(stack: str) -> int:
+    spec = load_cluster_spec(stack)
+    done = resume(
+        spec.stack,
+        spec.region,
+        spec.node_count,
+        client("ec2", spec.region),
+        client("autoscaling", spec.region),
+    )
+    print("\n".join(done) if done else f"nothing of stack '{stack}' is stopped in {spec.region}")
+    return OK

@@ -1,0 +1,284 @@
+"""Stop paying for idle GPUs: idle stop, schedules, maximum lifetime, budget, resume."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import boto3
+import pytest
+from conftest import ROOT, plan_config
+from moto import mock_aws
+
+from components.cost_controls import WorkSchedule
+from infra import cli
+from infra.aws.resume import resume
+from infra.outcome import OK
+from infra.stack_files import load_stack_config
+
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+SCHEDULE = "aws:scheduler/schedule:Schedule"
+BUDGET = "aws:budgets/budget:Budget"
+DEV = load_stack_config("dev", ROOT)
+TRAIN = load_stack_config("train", ROOT)
+WORKING_HOURS = json.dumps(
+    {"days": "MON-FRI", "start": "08:00", "stop": "18:00", "timezone": "UTC"}
+)
+
+
+def planned(config: dict, stack: str, **extra: str):
+    plan = plan_config({**config, **{f"gpu-cluster:{k}": v for k, v in extra.items()}}, stack)
+    assert plan.error is None, plan.error
+    return plan
+
+
+def policy_of(plan, name: str) -> dict:
+    return json.loads(plan.named(name).inputs["policy"])
+
+
+def test_the_dev_box_stops_after_30_idle_minutes_and_keeps_its_disk():
+    plan = planned(DEV, "dev")
+    (alarm,) = plan.of_type(ALARM)
+    inputs = alarm.inputs
+    assert (inputs["namespace"], inputs["metricName"]) == (
+        "gpu-cluster",
+        "nvidia_smi_utilization_gpu",
+    )
+    assert inputs["statistic"] == "Maximum" and inputs["period"] == 300
+    assert inputs["evaluationPeriods"] == inputs["datapointsToAlarm"] == 6  # 30 min
+    assert inputs["threshold"] == 5 and inputs["comparisonOperator"] == "LessThanThreshold"
+    assert inputs["treatMissingData"] == "notBreaching"  # no metrics never stops a box
+    box = plan.state(plan.of_type("aws:ec2/instance:Instance")[0])
+    assert inputs["dimensions"] == {"InstanceId": box["id"]}
+    assert inputs["alarmActions"][0] == "arn:aws:automate:us-east-1:ec2:stop"
+
+
+def test_a_cluster_scales_to_zero_after_an_idle_hour():
+    plan = planned(TRAIN, "train")
+    (alarm,) = plan.of_type(ALARM)
+    group = plan.state(plan.of_type("aws:autoscaling/group:Group")[0])
+    assert alarm.inputs["dimensions"] == {"AutoScalingGroupName": group["name"]}
+    assert alarm.inputs["evaluationPeriods"] == 12  # 60 min
+    (policy,) = plan.of_type("aws:autoscaling/policy:Policy")
+    assert policy.inputs["adjustmentType"] == "ExactCapacity"
+    assert policy.inputs["scalingAdjustment"] == 0
+    assert alarm.inputs["alarmActions"] == [plan.state(policy)["arn"]]
+    assert plan.of_type("aws:autoscaling/group:Group")[0].inputs["minSize"] == 0
+
+
+def test_idle_stop_can_be_tuned_or_switched_off():
+    plan = planned(TRAIN, "train", idleStop=json.dumps({"minutes": 90, "belowPercent": 10}))
+    (alarm,) = plan.of_type(ALARM)
+    assert alarm.inputs["evaluationPeriods"] == 18 and alarm.inputs["threshold"] == 10
+    off = planned(TRAIN, "train", idleStop=json.dumps({"enabled": False}))
+    assert off.of_type(ALARM) == [] and off.of_type("aws:autoscaling/policy:Policy") == []
+    group = off.of_type("aws:autoscaling/group:Group")[0]
+    assert group.inputs["minSize"] == 4
+
+
+def test_nodes_publish_gpu_utilization_at_boot():
+    plan = planned(DEV, "dev")
+    (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    script = base64.b64decode(template.inputs["userData"]).decode()
+    assert "boot_unit gpu-cluster-gpu-metrics" in script
+    assert '"aggregation_dimensions": [["InstanceId"], ["AutoScalingGroupName"]]' in script
+    access = policy_of(plan, "dev-security-node-access")
+    actions = {
+        a
+        for s in access["Statement"]
+        for a in [s["Action"]]
+        for a in (a if isinstance(a, list) else [a])
+    }
+    assert "ec2:DescribeTags" in actions and "cloudwatch:PutMetricData" in actions
+
+
+def test_working_hours_schedule_with_a_role_scoped_to_the_box():
+    plan = planned(DEV, "dev", schedule=WORKING_HOURS)
+    schedules = {s.name: s.inputs for s in plan.of_type(SCHEDULE)}
+    start, stop = schedules["dev-cost-schedule-start"], schedules["dev-cost-schedule-stop"]
+    assert start["scheduleExpression"] == "cron(0 8 ? * MON-FRI *)"
+    assert stop["scheduleExpression"] == "cron(0 18 ? * MON-FRI *)"
+    box = plan.state(plan.of_type("aws:ec2/instance:Instance")[0])
+    assert stop["target"]["arn"] == "arn:aws:scheduler:::aws-sdk:ec2:stopInstances"
+    assert json.loads(stop["target"]["input"]) == {"InstanceIds": [box["id"]]}
+    access = policy_of(plan, "dev-cost-scheduler-access")
+    statements = {s["Sid"]: s for s in access["Statement"]}
+    assert statements["StartStopTheBox"]["Resource"] == box["arn"]
+    assert set(statements) == {
+        "StartStopTheBox",
+        "StartWithEncryptedVolumes",
+        "WarnBeforeExpiry",
+        "PublishEncrypted",
+    }
+    trust = json.loads(plan.named("dev-cost-scheduler-role").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+
+
+def test_a_clusters_schedule_resizes_only_its_group():
+    plan = planned(TRAIN, "train", schedule=WORKING_HOURS)
+    group = plan.state(plan.of_type("aws:autoscaling/group:Group")[0])
+    schedules = {s.name: s.inputs for s in plan.of_type(SCHEDULE)}
+    start = json.loads(schedules["train-cost-schedule-start"]["target"]["input"])
+    stop = json.loads(schedules["train-cost-schedule-stop"]["target"]["input"])
+    assert stop == {"AutoScalingGroupName": group["name"], "MinSize": 0, "DesiredCapacity": 0}
+    assert start["DesiredCapacity"] == 4 and start["MaxSize"] == 4
+    access = policy_of(plan, "train-cost-scheduler-access")
+    (statement,) = access["Statement"]
+    assert statement["Action"] == "autoscaling:UpdateAutoScalingGroup"
+    assert statement["Resource"] == group["arn"]
+
+
+def test_the_maximum_lifetime_stops_the_nodes_after_a_warning():
+    plan = planned(DEV, "dev", expiresAt="2031-01-02T18:00:00Z")
+    schedules = {s.name: s.inputs for s in plan.of_type(SCHEDULE)}
+    assert schedules["dev-cost-expiry-stop"]["scheduleExpression"] == "at(2031-01-02T18:00:00)"
+    warning = schedules["dev-cost-expiry-warning"]
+    assert warning["scheduleExpression"] == "at(2031-01-02T17:00:00)"
+    topic = plan.state(plan.named("dev-cost-alerts"))["arn"]
+    assert warning["target"]["arn"] == topic
+    assert "2031-01-02 18:00 UTC" in warning["target"]["input"]
+
+
+def test_the_budget_filters_on_the_stack_tag_and_alerts_the_topic():
+    plan = planned(DEV, "dev")
+    (budget,) = plan.of_type(BUDGET)
+    assert budget.inputs["limitAmount"] == "300.00" and budget.inputs["timeUnit"] == "MONTHLY"
+    assert budget.inputs["costFilters"] == [
+        {"name": "TagKeyValue", "values": ["user:gpu-cluster:stack$dev"]}
+    ]
+    topic = plan.state(plan.named("dev-cost-alerts"))["arn"]
+    thresholds = {(n["threshold"], n["notificationType"]) for n in budget.inputs["notifications"]}
+    assert thresholds == {(80, "ACTUAL"), (100, "ACTUAL"), (100, "FORECASTED")}
+    assert all(n["subscriberSnsTopicArns"] == [topic] for n in budget.inputs["notifications"])
+    topic_policy = json.loads(plan.named("dev-cost-alerts-policy").inputs["policy"])
+    assert topic_policy["Statement"][0]["Principal"] == {"Service": "budgets.amazonaws.com"}
+    key = policy_of(plan, "dev-security-key")
+    assert "AllowAlertsToEncryptedTopic" in {s["Sid"] for s in key["Statement"]}
+    assert (
+        plan.named("dev-cost-alerts").inputs["kmsMasterKeyId"]
+        == plan.state(plan.named("dev-security-key"))["arn"]
+    )
+
+
+def test_a_budget_action_can_stop_the_box_with_a_role_for_that_box_only():
+    budget = json.dumps({"monthlyUsd": 300, "stopAtLimit": True})
+    plan = planned(DEV, "dev", budget=budget)
+    (action,) = plan.of_type("aws:budgets/budgetAction:BudgetAction")
+    box = plan.state(plan.of_type("aws:ec2/instance:Instance")[0])
+    definition = action.inputs["definition"]["ssmActionDefinition"]
+    assert definition["actionSubType"] == "STOP_EC2_INSTANCES"
+    assert definition["instanceIds"] == [box["id"]]
+    access = policy_of(plan, "dev-cost-budget-action-access")
+    assert access["Statement"][0]["Resource"] == box["arn"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "key", "value", "path", "words"),
+    [
+        (
+            "train",
+            "budget",
+            {"monthlyUsd": 9000, "stopAtLimit": True},
+            "budget.stopAtLimit",
+            "node group",
+        ),
+        (
+            "dev",
+            "schedule",
+            {"start": "8am", "stop": "18:00"},
+            "schedule.start",
+            "not a time of day",
+        ),
+        (
+            "dev",
+            "schedule",
+            {"start": "08:00", "stop": "08:00"},
+            "schedule.stop",
+            "stop the minute",
+        ),
+        (
+            "dev",
+            "schedule",
+            {"start": "08:00", "stop": "18:00", "days": "MO-FR"},
+            "schedule.days",
+            "weekdays",
+        ),
+        (
+            "dev",
+            "schedule",
+            {"start": "08:00", "stop": "18:00", "timezone": "Europe/Berlinn"},
+            "schedule.timezone",
+            "IANA",
+        ),
+        ("dev", "idleStop", {"minutes": 33}, "idleStop.minutes", "5-minute"),
+        ("dev", "expiresAt", "2020-01-01T00:00:00Z", "expiresAt", "has passed"),
+        ("dev", "expiresAt", "next friday", "expiresAt", "not a date"),
+        ("dev", "alertEmails", ["not-an-address"], "alertEmails[0]", "not an e-mail"),
+    ],
+)
+def test_bad_cost_controls_are_clear_problems(stack, key, value, path, words):
+    config = {**(DEV if stack == "dev" else TRAIN)}
+    config[f"gpu-cluster:{key}"] = value if isinstance(value, str) else json.dumps(value)
+    plan = plan_config(config, stack)
+    assert plan.error is not None
+    problems = {p.path: p for p in plan.error.problems}
+    assert words in problems[f"gpu-cluster:{path}"].problem
+    assert problems[f"gpu-cluster:{path}"].fix
+
+
+def test_schedule_hours_per_day():
+    assert WorkSchedule("MON-FRI", "08:00", "18:00").hours_per_day() == pytest.approx(50 / 7, 0.01)
+    assert WorkSchedule("*", "22:00", "06:00").hours_per_day() == 8
+    assert WorkSchedule("MON,WED,FRI", "09:00", "17:00").day_count() == 3
+
+
+def test_gpuc_cost_follows_the_schedule_unless_told(capsys, monkeypatch):
+    config = {**DEV, "gpu-cluster:schedule": WORKING_HOURS}
+    monkeypatch.setattr("infra.stack_files.load_stack_config", lambda *a, **k: config)
+    assert cli.main(["cost", "--stack", "dev", "--json"]) == OK
+    scheduled = json.loads(capsys.readouterr().out)
+    assert scheduled["usage"]["hoursPerDay"] == pytest.approx(7.14, 0.01)
+    assert cli.main(["cost", "--stack", "dev", "--hours-per-day", "8", "--json"]) == OK
+    assert json.loads(capsys.readouterr().out)["usage"]["hoursPerDay"] == 8
+
+
+def test_plan_shows_the_idle_stop_and_the_budget(capsys):
+    assert cli.main(["plan", "--stack", "dev"]) == OK
+    out = capsys.readouterr().out
+    assert "Stop paying: idle stop after 30 min under 5% GPU utilization" in out
+    assert "Stop paying: budget $300/month, alerts at 80% and 100%" in out
+
+
+@mock_aws
+def test_resume_starts_the_box_and_sizes_the_group_back():
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"Key": "gpu-cluster:stack", "Value": "train"}]
+    box = ec2.run_instances(
+        ImageId=image,
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )["Instances"][0]["InstanceId"]
+    ec2.stop_instances(InstanceIds=[box])
+    ec2.create_launch_template(LaunchTemplateName="tpl", LaunchTemplateData={"ImageId": image})
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName="train-nodes",
+        LaunchTemplate={"LaunchTemplateName": "tpl"},
+        MinSize=0,
+        MaxSize=4,
+        DesiredCapacity=0,
+        AvailabilityZones=["us-east-1a"],
+        Tags=[{"Key": "gpu-cluster:stack", "Value": "train", "PropagateAtLaunch": True}],
+    )
+    done = resume("train", "us-east-1", 4, ec2, autoscaling)
+    assert done == ["group train-nodes: 0 -> 4 node(s)", f"started {box}"]
+    (group,) = autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]
+    assert group["DesiredCapacity"] == 4
+    state = ec2.describe_instances(InstanceIds=[box])["Reservations"][0]["Instances"][0]["State"]
+    assert state["Name"] in ("pending", "running")
+    assert resume("train", "us-east-1", 4, ec2, autoscaling) == [
+        "group train-nodes already wants 4 node(s)"
+    ]
