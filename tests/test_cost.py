@@ -127,7 +127,8 @@ def test_usage_pattern_scales_exactly():
 
 def test_non_gpu_lines_sum_as_documented():
     """train: 4 x 500 GiB gp3 at 6000 IOPS / 500 MiB/s, NAT + its IPv4, 3 endpoints, flow logs,
-    one KMS key; the bucket is the data stack's."""
+    one KMS key, GPU metrics (4 nodes x (8 GPUs + 1) + the group = 37) and the idle alarm; the
+    bucket is the data stack's."""
     p = US_EAST_1
     hours = UNIT["hours_per_month"]
     volumes = (
@@ -146,6 +147,7 @@ def test_non_gpu_lines_sum_as_documented():
         / hours
     )
     kms = p["kms_key_month"] / hours
+    metrics = (37 * p["cloudwatch_metric_month"] + p["cloudwatch_alarm_month"]) / hours
     estimate = estimate_cluster(spec_of("train"))
     rest = [line for line in estimate.lines if not is_gpu_line(line)]
     assert {line.item for line in rest} == {
@@ -155,8 +157,10 @@ def test_non_gpu_lines_sum_as_documented():
         "VPC interface endpoints",
         "VPC flow logs (CloudWatch Logs)",
         "KMS customer managed keys",
+        "CloudWatch GPU metrics and idle alarm",
     }
-    assert sum(line.usd_per_hour for line in rest) == pytest.approx(volumes + network + flow + kms)
+    total = volumes + network + flow + kms + metrics
+    assert sum(line.usd_per_hour for line in rest) == pytest.approx(total)
 
 
 def test_stack_owning_its_bucket_pays_for_the_dataset_and_the_data_stack_too():

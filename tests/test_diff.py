@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import ROOT, plan_config
 
 from infra import cli
 from infra.diff.model import changed_inputs
 from infra.outcome import INPUT, OK, USAGE
+from infra.stack_files import load_stack_config
 
 GROUP = "aws:autoscaling/group:Group"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -121,7 +123,11 @@ def test_text_output_names_changes_and_costs(capsys):
     assert " ~ aws:autoscaling/group:Group  nodes-group  update" in out
     assert "      desiredCapacity: 4 -> 8" in out
     assert "Resources: 0 to add, 0 to remove, 1 to update in place, 0 to replace" in out
-    assert "Cost: $88.30/h -> $176.51/h" in out and "Running jobs: not interrupted" in out
+    before = plan_config(load_stack_config("train", ROOT), "train").outputs
+    after = plan_config({**load_stack_config("train", ROOT), "gpu-cluster:nodes": "8"}, "train")
+    hourly = (before["estimatedUsdPerHour"], after.outputs["estimatedUsdPerHour"])
+    assert f"Cost: ${hourly[0]:,.2f}/h -> ${hourly[1]:,.2f}/h" in out
+    assert "Running jobs: not interrupted" in out
 
 
 def test_against_a_saved_plan(capsys, tmp_path):

@@ -270,6 +270,23 @@ def s3_line(usage: Usage, unit: UnitPrices) -> CostLine:
     )
 
 
+def monitoring_line(spec: ResolvedCluster, unit: UnitPrices) -> CostLine:
+    """The GPU-utilization metrics the idle stop watches: one series per GPU, one per node, one
+    per group (the CloudWatch agent's roll-ups), and the idle alarm."""
+    gpus_per_node = max(1, int(spec.facts.gpus))
+    metrics = spec.node_count * (gpus_per_node + 1) + (0 if spec.node_count == 1 else 1)
+    alarms = 1 if spec.cost_controls.idle_stop else 0
+    monthly = metrics * unit["cloudwatch_metric_month"] + alarms * unit["cloudwatch_alarm_month"]
+    return CostLine(
+        "CloudWatch GPU metrics and idle alarm",
+        f"{metrics} metrics x ${unit['cloudwatch_metric_month']}/month + {alarms} alarm x "
+        f"${unit['cloudwatch_alarm_month']}/month",
+        monthly / unit.hours_per_month,
+        True,
+        unit.label,
+    )
+
+
 def trail_line(usage: Usage, unit: UnitPrices) -> CostLine:
     """The audit trail's S3 data events. Management events: the account's first copy is free;
     a second (another trail already records them) is billed per 100,000, noted, not priced."""
@@ -303,6 +320,7 @@ def estimate_cluster(
     lines = [*gpu_lines(spec, prices, catalog), root_volume_line(spec, unit)]
     lines += network_lines(spec, unit, usage)
     lines.append(kms_line(1, unit))
+    lines.append(monitoring_line(spec, unit))
     if spec.fsx is not None:
         lines.append(fsx_line(spec.fsx.storage_capacity_gib, spec.fsx.throughput_per_tib, unit))
     if spec.storage.source == "create":  # the bucket is this stack's; else the data stack's
