@@ -243,13 +243,16 @@ def stop_target(instance_id: str | None, group_name: str | None) -> tuple[str, s
     )
 
 
-def start_target(instance_id: str | None, group_name: str | None, nodes: int) -> tuple[str, str]:
+def start_target(
+    instance_id: str | None, group_name: str | None, nodes: int, minimum: int
+) -> tuple[str, str]:
+    """``minimum``: the group's own minimum (0 when the idle stop may empty it)."""
     if instance_id:
         return "ec2:startInstances", json.dumps({"InstanceIds": [instance_id]})
     return "autoscaling:updateAutoScalingGroup", json.dumps(
         {
             "AutoScalingGroupName": group_name,
-            "MinSize": 0,
+            "MinSize": minimum,
             "MaxSize": nodes,
             "DesiredCapacity": nodes,
         }
@@ -381,7 +384,8 @@ class StackCostControls(pulumi.ComponentResource):
         group_name = a.group.name if a.group is not None else None
         targets = pulumi.Output.all(instance_id, group_name)
         stop = targets.apply(lambda v: stop_target(v[0], v[1]))
-        start = targets.apply(lambda v: start_target(v[0], v[1], a.node_count))
+        minimum = 0 if controls.idle_stop else a.node_count
+        start = targets.apply(lambda v: start_target(v[0], v[1], a.node_count, minimum))
         opts = pulumi.ResourceOptions(parent=self, depends_on=[policy])
 
         def schedule(suffix: str, expression: str, timezone: str, target, description: str):

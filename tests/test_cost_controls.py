@@ -122,6 +122,10 @@ def test_a_clusters_schedule_resizes_only_its_group():
     stop = json.loads(schedules["train-cost-schedule-stop"]["target"]["input"])
     assert stop == {"AutoScalingGroupName": group["name"], "MinSize": 0, "DesiredCapacity": 0}
     assert start["DesiredCapacity"] == 4 and start["MaxSize"] == 4
+    assert start["MinSize"] == 0  # the group's own minimum: the idle stop may empty it
+    off = planned(TRAIN, "train", schedule=WORKING_HOURS, idleStop='{"enabled": false}')
+    schedules = {s.name: s.inputs for s in off.of_type(SCHEDULE)}
+    assert json.loads(schedules["train-cost-schedule-start"]["target"]["input"])["MinSize"] == 4
     access = policy_of(plan, "train-cost-scheduler-access")
     (statement,) = access["Statement"]
     assert statement["Action"] == "autoscaling:UpdateAutoScalingGroup"
