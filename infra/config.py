@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from infra.errors import NOT_SET, ConfigError, Problem
 from infra.namespaces import namespace_problems
 from infra.secrets_config import secret_names
-from infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT, StackSpec
+from infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
 from infra.suggest import suggest
 
 REGION_KEY = "aws:region"
@@ -88,6 +88,21 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
                         allowed="a mapping of fields, e.g. {vpcCidr: 10.42.0.0/16}",
                         fix=f"write {key} as a mapping in stacks/Pulumi.<stack>.yaml, or use "
                         f"`pulumi config set --path {key}.<field> <value>`",
+                    )
+                )
+                continue
+        if key in LIST_KEYS and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                problems.append(
+                    Problem(
+                        path=full_key,
+                        received=value,
+                        problem="expected a list, got a plain string",
+                        allowed="a YAML list, e.g. [name@example.com]",
+                        fix=f"write {key} as a list in stacks/Pulumi.<stack>.yaml, or use "
+                        f"`pulumi config set --path {key}[0] <value>`",
                     )
                 )
                 continue

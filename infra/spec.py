@@ -203,9 +203,9 @@ OBJECT_KEYS = frozenset(
         "idleStop",
         "schedule",
         "budget",
-        "alertEmails",
     }
 )
+LIST_KEYS = frozenset({"alertEmails"})  # JSON-decoded like objects, but lists
 CONFIG_KEYS = frozenset(
     field.alias or name for name, field in StackSpec.model_fields.items() if name != "region"
 )
