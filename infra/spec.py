@@ -132,6 +132,47 @@ class BudgetSpec(StrictModel):
     activate_cost_allocation_tag: ConfigBool = False  # management or standalone account
 
 
+class ModelServerSpec(StrictModel):
+    kind: Literal["triton", "vllm"] = "triton"
+    image: str | None = None  # default: the kind's image (NVIDIA Triton, vLLM OpenAI server)
+    port: ConfigInt = Field(8000, ge=1024, le=65535)
+    readiness_path: str | None = None  # default: /v2/health/ready (Triton), /health (vLLM)
+    args: list[str] = Field(default_factory=list)  # extra server arguments
+
+
+class BatchingSpec(StrictModel):
+    """Triton dynamic batching, written into every model's config.pbtxt at boot."""
+
+    preferred_batch_sizes: list[ConfigInt] = Field(default_factory=lambda: [4, 8])
+    max_queue_delay_microseconds: ConfigInt = Field(100, ge=0, le=1_000_000)
+
+
+class EndpointTlsSpec(StrictModel):
+    policy: str = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
+    certificate_arn: str | None = None  # an imported or existing ACM certificate, or
+    domain: str | None = None  # a DNS-validated certificate for this name ...
+    hosted_zone_id: str | None = None  # ... in this Route 53 hosted zone (+ the alias record)
+
+
+class InferenceScalingSpec(StrictModel):
+    metric: Literal["requestCount", "gpuUtilization"] = "requestCount"
+    target: float = Field(100, gt=0)  # requests per node per minute, or GPU utilization %
+
+
+class InferenceSpec(StrictModel):
+    """role: inference - a model server behind an HTTPS load balancer, across zones."""
+
+    availability_zones: list[str] = Field(default_factory=list)  # two or more
+    min_nodes: ConfigInt = Field(2, ge=0)
+    max_nodes: ConfigInt = Field(6, ge=1)
+    model_repository: str = "models/"  # a prefix of the data bucket
+    server: ModelServerSpec = Field(default_factory=ModelServerSpec)
+    batching: BatchingSpec = Field(default_factory=BatchingSpec)
+    tls: EndpointTlsSpec = Field(default_factory=EndpointTlsSpec)
+    scaling: InferenceScalingSpec = Field(default_factory=InferenceScalingSpec)
+    warmup_seconds: ConfigInt = Field(600, ge=60, le=3600)  # model download + load
+
+
 PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 
 
@@ -139,7 +180,7 @@ class StackSpec(StrictModel):
     """Every key a stack may set under the ``gpu-cluster:`` namespace (plus ``aws:region``)."""
 
     region: str
-    role: Literal["cluster", "data"] = "cluster"
+    role: Literal["cluster", "data", "inference"] = "cluster"
     cluster_name: str | None = None
     availability_zone: str | None = None
     instance_type: str | None = None
@@ -159,6 +200,7 @@ class StackSpec(StrictModel):
     container_network: Literal["host", "bridge"] = "host"  # IMDS hop limit 1, or 2 for bridge
     secrets: list[str] = Field(default_factory=list)  # names only (infra/secrets_config.py)
     # stop paying for idle GPUs (compute stacks)
+    inference: InferenceSpec | None = None  # role: inference
     idle_stop: IdleStopSpec | None = None
     schedule: ScheduleSpec | None = None
     expires_at: str | None = None  # RFC 3339 UTC: the nodes stop then
@@ -174,6 +216,7 @@ class StackSpec(StrictModel):
         "spot",
         "capacity_reservation",
         "capacity_block",
+        "inference",
         "fsx",
         "idle_stop",
         "schedule",
@@ -203,6 +246,7 @@ OBJECT_KEYS = frozenset(
         "idleStop",
         "schedule",
         "budget",
+        "inference",
     }
 )
 LIST_KEYS = frozenset({"alertEmails"})  # JSON-decoded like objects, but lists

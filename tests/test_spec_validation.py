@@ -798,7 +798,7 @@ def test_unknown_role_is_the_only_problem_reported():
     problem = only_problem(data_config(role="dta"), "data")
     assert problem.path == "gpu-cluster:role"
     assert problem.received == "dta"
-    assert problem.allowed == "one of 'cluster' or 'data'"
+    assert problem.allowed == "one of 'cluster', 'data' or 'inference'"
     assert problem.fix == "pulumi config set role cluster"
 
 

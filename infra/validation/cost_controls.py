@@ -62,6 +62,18 @@ def check_cost_controls(
 def _idle(spec: StackSpec, single_box: bool, problems: list[Problem]) -> IdleStop | None:
     default = DEV_IDLE if single_box else CLUSTER_IDLE
     settings = spec.idle_stop
+    if spec.role == "inference":  # a service waits for requests: idle is its normal state
+        if settings is not None and settings.enabled:
+            problems.append(
+                Problem(
+                    path=key("idleStop"),
+                    received="enabled",
+                    problem="an inference service is idle between requests; scaling sizes it",
+                    allowed="unset, or {enabled: false}",
+                    fix="pulumi config rm idleStop; set inference.minNodes to 0 to scale to zero",
+                )
+            )
+        return None
     if settings is None:
         return default
     if not settings.enabled:

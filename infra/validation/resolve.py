@@ -22,6 +22,7 @@ from infra.spec import (
     StackSpec,
     StorageSpec,
 )
+from infra.validation.common import key
 from infra.validation.compute import (
     check_ami,
     check_dlami_support,
@@ -33,6 +34,7 @@ from infra.validation.compute import (
     pick_instance_type,
 )
 from infra.validation.cost_controls import check_cost_controls
+from infra.validation.inference import ResolvedInference, check_inference
 from infra.validation.names import (
     check_cluster_stack,
     check_data_stack,
@@ -69,6 +71,7 @@ class ResolvedCluster:
     container_network: str = "host"
     secrets: tuple[str, ...] = ()  # names of the Pulumi secrets the nodes get
     cost_controls: CostControls = field(default_factory=CostControls)
+    inference: ResolvedInference | None = None  # role: inference
 
     @property
     def total_gpus(self) -> float:
@@ -91,6 +94,17 @@ class ResolvedData:
     snapshot_block_public_access: bool = False
 
 
+def serving_view(spec: StackSpec) -> StackSpec:
+    """An inference stack checked as a cluster: its first zone, and its largest size."""
+    settings = spec.inference
+    if settings is None:
+        return spec
+    update: dict = {"nodes": max(settings.max_nodes, 1)}
+    if spec.availability_zone is None and settings.availability_zones:
+        update["availability_zone"] = settings.availability_zones[0]
+    return spec.model_copy(update=update)
+
+
 def resolve(
     spec: StackSpec,
     stack: str,
@@ -99,12 +113,24 @@ def resolve(
 ) -> tuple[ResolvedCluster | ResolvedData | None, list[Problem]]:
     """Every meaning check; a resolved stack only when there is no problem at all."""
     catalog = catalog or load_catalog()
+    if spec.role == "inference":
+        spec = serving_view(spec)
     name, problems = check_name(spec, stack)
     problems += check_region(spec, catalog)
     problems += check_tags(spec.tags)
     problems += check_storage(spec.storage, spec.role)
     problems += check_fsx(spec.fsx) if spec.role == "cluster" else []
-    problems += check_cluster_stack(spec) if spec.role == "cluster" else []
+    problems += check_cluster_stack(spec) if spec.role != "data" else []
+    if spec.role != "inference" and spec.inference is not None:
+        problems.append(
+            Problem(
+                path=key("inference"),
+                received="(settings)",
+                problem="inference settings apply to a serving stack only",
+                allowed="unset, or role: inference",
+                fix="pulumi config rm inference (or pulumi config set role inference)",
+            )
+        )
     if spec.role == "data":
         problems += check_data_stack(spec)
         if problems:
@@ -139,6 +165,10 @@ def resolve(
         spec, purchase is not None and is_single_instance(purchase, spec.nodes)
     )
     problems += found
+    serving = None
+    if spec.role == "inference":
+        serving, found = check_inference(spec, facts, catalog)
+        problems += found
     problems += check_ami(spec.ami, facts)
     problems += check_dlami_support(spec, facts, catalog)
     problems += check_whole_gpus(spec, facts, efa, catalog)
@@ -171,6 +201,7 @@ def resolve(
             container_network=spec.container_network,
             secrets=tuple(spec.secrets),
             cost_controls=controls,
+            inference=serving,
         ),
         [],
     )

@@ -1,0 +1,251 @@
+"""role: inference - zones, sizes, the model server, TLS and scaling of the serving stack."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from components.catalog import Catalog, InstanceFacts
+from infra.errors import Problem
+from infra.spec import InferenceSpec, StackSpec
+from infra.validation.common import key
+
+# ELB.17's recommended policies (Security Hub): TLS 1.3, with TLS 1.2 or 1.3 only as minimum.
+TLS_POLICIES = (
+    "ELBSecurityPolicy-TLS13-1-2-Res-2021-06",
+    "ELBSecurityPolicy-TLS13-1-3-2021-06",
+    "ELBSecurityPolicy-TLS13-1-2-2021-06",
+    "ELBSecurityPolicy-TLS13-1-2-Res-FIPS-2023-04",
+    "ELBSecurityPolicy-TLS13-1-3-FIPS-2023-04",
+    "ELBSecurityPolicy-TLS13-1-2-FIPS-2023-04",
+)
+SERVERS = {
+    "triton": ("nvcr.io/nvidia/tritonserver:25.01-py3", "/v2/health/ready"),
+    "vllm": ("vllm/vllm-openai:v0.7.2", "/health"),
+}
+CERTIFICATE_ARN = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$")
+HOSTED_ZONE = re.compile(r"^Z[A-Z0-9]{1,31}$")
+DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+
+
+@dataclass(frozen=True)
+class ResolvedInference:
+    zones: tuple[str, ...]
+    min_nodes: int
+    max_nodes: int
+    model_prefix: str
+    server_kind: str
+    image: str
+    port: int
+    readiness_path: str
+    server_args: tuple[str, ...]
+    preferred_batch_sizes: tuple[int, ...]
+    max_queue_delay_us: int
+    tls_policy: str
+    certificate_arn: str | None
+    domain: str | None
+    hosted_zone_id: str | None
+    scaling_metric: str
+    scaling_target: float
+    warmup_seconds: int
+
+
+def problem(path: str, received, what: str, allowed: str, fix: str) -> Problem:
+    return Problem(path=key(path), received=received, problem=what, allowed=allowed, fix=fix)
+
+
+def check_inference(
+    spec: StackSpec, facts: InstanceFacts | None, catalog: Catalog
+) -> tuple[ResolvedInference | None, list[Problem]]:
+    settings = spec.inference or InferenceSpec()
+    found: list[Problem] = []
+    zones = tuple(settings.availability_zones) or (
+        (spec.availability_zone,) if spec.availability_zone else ()
+    )
+    if len(set(zones)) < 2:
+        found.append(
+            problem(
+                "inference.availabilityZones",
+                list(zones),
+                "a service needs two or more availability zones (the load balancer and the nodes "
+                "survive the loss of one)",
+                "two or more zones of the region, e.g. [us-east-1a, us-east-1b]",
+                "pulumi config set --path inference.availabilityZones[1] <another zone>",
+            )
+        )
+    offered = set(
+        catalog.zones_offering(spec.region, facts.instance_type)
+        if facts is not None
+        else catalog.zones(spec.region)
+    )
+    for index, zone in enumerate(zones):
+        if offered and zone not in offered:
+            found.append(
+                problem(
+                    f"inference.availabilityZones[{index}]",
+                    zone,
+                    "not a zone of the region that offers the instance type",
+                    ", ".join(sorted(offered)),
+                    f"pulumi config set --path inference.availabilityZones[{index}] "
+                    f"{sorted(offered)[0]}",
+                )
+            )
+    if zones and spec.availability_zone and spec.availability_zone != zones[0]:
+        found.append(
+            problem(
+                "availabilityZone",
+                spec.availability_zone,
+                "an inference stack's first zone is inference.availabilityZones[0]",
+                f"{zones[0]}, or unset",
+                "pulumi config rm availabilityZone",
+            )
+        )
+    if settings.max_nodes < settings.min_nodes:
+        found.append(
+            problem(
+                "inference.maxNodes",
+                settings.max_nodes,
+                f"fewer than minNodes ({settings.min_nodes})",
+                f"at least {settings.min_nodes}",
+                f"pulumi config set --path inference.maxNodes {settings.min_nodes}",
+            )
+        )
+    if facts is not None and not facts.is_whole_gpu:
+        found.append(
+            problem(
+                "instanceType",
+                facts.instance_type,
+                f"{facts.instance_type} has a fraction of a GPU; a model server needs whole GPUs",
+                "a whole-GPU type, e.g. g4dn.xlarge (T4) or g5.xlarge (A10G)",
+                "pulumi config set instanceType g4dn.xlarge",
+            )
+        )
+    tls = settings.tls
+    if tls.policy not in TLS_POLICIES:
+        found.append(
+            problem(
+                "inference.tls.policy",
+                tls.policy,
+                "not a TLS 1.3 policy with TLS 1.2 or later as the minimum (ELB.17)",
+                ", ".join(TLS_POLICIES[:2]) + " (TLS 1.3 only), or a FIPS variant",
+                f"pulumi config set --path inference.tls.policy {TLS_POLICIES[0]}",
+            )
+        )
+    found += _certificate_problems(tls)
+    server = settings.server
+    image, readiness = SERVERS[server.kind]
+    for index, size in enumerate(settings.batching.preferred_batch_sizes):
+        if size < 1:
+            found.append(
+                problem(
+                    f"inference.batching.preferredBatchSizes[{index}]",
+                    size,
+                    "a batch size is a positive number of requests",
+                    "1 or more, e.g. [4, 8]",
+                    f"pulumi config set --path inference.batching.preferredBatchSizes[{index}] 4",
+                )
+            )
+    prefix = settings.model_repository.strip("/")
+    if not prefix or prefix.startswith(("s3:", "/")) or ".." in prefix:
+        found.append(
+            problem(
+                "inference.modelRepository",
+                settings.model_repository,
+                "not a prefix of the data bucket",
+                "a relative prefix, e.g. models/ or outputs/run-42/model-repository/",
+                "pulumi config set --path inference.modelRepository models/",
+            )
+        )
+    if found:
+        return None, found
+    return (
+        ResolvedInference(
+            zones=zones,
+            min_nodes=settings.min_nodes,
+            max_nodes=settings.max_nodes,
+            model_prefix=prefix + "/",
+            server_kind=server.kind,
+            image=server.image or image,
+            port=server.port,
+            readiness_path=server.readiness_path or readiness,
+            server_args=tuple(server.args),
+            preferred_batch_sizes=tuple(settings.batching.preferred_batch_sizes),
+            max_queue_delay_us=settings.batching.max_queue_delay_microseconds,
+            tls_policy=tls.policy,
+            certificate_arn=tls.certificate_arn,
+            domain=tls.domain,
+            hosted_zone_id=tls.hosted_zone_id,
+            scaling_metric=settings.scaling.metric,
+            scaling_target=settings.scaling.target,
+            warmup_seconds=settings.warmup_seconds,
+        ),
+        [],
+    )
+
+
+def _certificate_problems(tls) -> list[Problem]:
+    if tls.certificate_arn:
+        if tls.domain or tls.hosted_zone_id:
+            return [
+                problem(
+                    "inference.tls.domain",
+                    tls.domain or tls.hosted_zone_id,
+                    "give either a certificateArn or a domain with its hostedZoneId, not both",
+                    "certificateArn, or domain + hostedZoneId",
+                    "pulumi config rm --path inference.tls.domain (or the certificateArn)",
+                )
+            ]
+        if not CERTIFICATE_ARN.match(tls.certificate_arn):
+            return [
+                problem(
+                    "inference.tls.certificateArn",
+                    tls.certificate_arn,
+                    "not an ACM certificate ARN",
+                    "arn:aws:acm:<region>:<account>:certificate/<uuid>",
+                    "pulumi config set --path inference.tls.certificateArn <ACM ARN>",
+                )
+            ]
+        return []
+    if not tls.domain:
+        return [
+            problem(
+                "inference.tls",
+                None,
+                "an HTTPS endpoint needs a certificate",
+                "certificateArn (an ACM certificate), or domain + hostedZoneId (DNS-validated)",
+                "pulumi config set --path inference.tls.domain api.example.com and "
+                "--path inference.tls.hostedZoneId Z0123456789ABC",
+            )
+        ]
+    found = []
+    if not DOMAIN.match(tls.domain):
+        found.append(
+            problem(
+                "inference.tls.domain",
+                tls.domain,
+                "not a DNS name",
+                "a lower-case name, e.g. api.example.com",
+                "pulumi config set --path inference.tls.domain api.example.com",
+            )
+        )
+    if not tls.hosted_zone_id:
+        found.append(
+            problem(
+                "inference.tls.hostedZoneId",
+                None,
+                "a domain needs its Route 53 hosted zone (for the DNS validation and the alias)",
+                "the hosted zone id, e.g. Z0123456789ABC",
+                "pulumi config set --path inference.tls.hostedZoneId <zone id>",
+            )
+        )
+    elif not HOSTED_ZONE.match(tls.hosted_zone_id):
+        found.append(
+            problem(
+                "inference.tls.hostedZoneId",
+                tls.hosted_zone_id,
+                "not a Route 53 hosted zone id",
+                "Z followed by letters and digits, e.g. Z0123456789ABC",
+                "pulumi config set --path inference.tls.hostedZoneId <zone id>",
+            )
+        )
+    return found
