@@ -50,3 +50,33 @@ def addresses_needed(nodes: int, ips_per_node: int) -> int:
 
 def max_nodes(subnet: ipaddress.IPv4Network, ips_per_node: int) -> int:
     return max((usable_addresses(subnet) - MAX_ENDPOINT_ADDRESSES) // max(ips_per_node, 1), 0)
+
+
+MAX_SERVICE_ZONES = 4
+
+
+def service_zone_subnets(
+    layout: SubnetLayout, extra_zones: int
+) -> list[tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]]:
+    """(private, public) subnets for a service's further zones, from the second half of the VPC
+    that the first zone's layout leaves free: the first eighth of the VPC past its middle holds
+    every zone's /28 public subnet (the first zone's is already there), the next three eighths
+    one private subnet each. Training clusters (no further zones) are unchanged."""
+    if extra_zones > MAX_SERVICE_ZONES - 1:
+        raise ValueError(f"at most {MAX_SERVICE_ZONES} zones")
+    second_half = list(layout.vpc.subnets(prefixlen_diff=1))[1]
+    blocks = list(second_half.subnets(prefixlen_diff=2))
+    publics = list(blocks[0].subnets(new_prefix=layout.public.prefixlen))
+    return [(blocks[k], publics[k]) for k in range(1, extra_zones + 1)]
+
+
+# An Application Load Balancer needs a /27 or larger subnet in each zone (ELB docs).
+LOAD_BALANCER_SUBNET_PREFIX = 27
+
+
+def service_layout(layout: SubnetLayout) -> SubnetLayout:
+    """A service's layout: the public subnet widened to a /27 for the load balancer."""
+    if layout.public.prefixlen <= LOAD_BALANCER_SUBNET_PREFIX:
+        return layout
+    wider = layout.public.supernet(new_prefix=LOAD_BALANCER_SUBNET_PREFIX)
+    return SubnetLayout(vpc=layout.vpc, private=layout.private, public=wider)

@@ -45,7 +45,7 @@ class DataStore(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=True)),
         )
-        _close_to_public(name, "", self.bucket, keep)
+        close_to_public(name, "", self.bucket, keep)
         aws.s3.BucketServerSideEncryptionConfiguration(
             child_name(name, "encryption"),
             bucket=self.bucket.id,
@@ -105,7 +105,7 @@ class DataStore(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=True)),
         )
-        _close_to_public(name, "access-logs-", logs, keep)
+        close_to_public(name, "access-logs-", logs, keep)
         aws.s3.BucketServerSideEncryptionConfiguration(
             child_name(name, "access-logs-encryption"),
             bucket=logs.id,
@@ -169,7 +169,7 @@ class DataStore(pulumi.ComponentResource):
         return logs
 
 
-def _close_to_public(
+def close_to_public(
     name: str, prefix: str, bucket: aws.s3.Bucket, keep: pulumi.ResourceOptions
 ) -> None:
     """Block every kind of public access to `bucket` and disable its ACLs (owner owns all)."""

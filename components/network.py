@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -26,6 +27,8 @@ class ClusterNetworkArgs:
     nat_gateway: bool = True
     public_nodes: bool = False
     scope: str = ""  # see naming.unique_name
+    # a service's further zones: (zone, private subnet, public subnet); none for training
+    extra_zones: tuple[tuple[str, Any, Any], ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -128,6 +131,32 @@ class ClusterNetwork(pulumi.ComponentResource):
         )
         self.boot_dependencies.append(private_association)
         self.route_table_ids = [self.private_route_table.id, public_routes.id]
+        self.service_private_subnets = [self.private_subnet]
+        self.service_public_subnets = [self.public_subnet]
+        for zone, private, public in args.extra_zones:
+            suffix = zone[-1]
+            for role, cidr, table, group in (
+                ("private", private, self.private_route_table, self.service_private_subnets),
+                ("public", public, public_routes, self.service_public_subnets),
+            ):
+                subnet = aws.ec2.Subnet(
+                    child_name(name, f"{role}-{suffix}"),
+                    vpc_id=self.vpc.id,
+                    cidr_block=str(cidr),
+                    availability_zone=zone,
+                    map_public_ip_on_launch=False,
+                    tags={**tags, "Name": child_name(name, f"{role}-{suffix}")},
+                    opts=child,
+                )
+                association = aws.ec2.RouteTableAssociation(
+                    child_name(name, f"{role}-{suffix}-rta"),
+                    subnet_id=subnet.id,
+                    route_table_id=table.id,
+                    opts=child,
+                )
+                group.append(subnet)
+                if role == "private":
+                    self.boot_dependencies.append(association)
 
     def _node_security_group(
         self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions

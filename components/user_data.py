@@ -53,6 +53,11 @@ def fill(template: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(value, template)
 
 
+def boot_unit_function() -> str:
+    """boot-unit.sh without its shebang and header: the boot_unit() both templates use."""
+    return boot_script("boot-unit.sh").split("\n", 2)[2].rstrip("\n")
+
+
 def render_user_data(boot: BootConfig) -> str:
     """The bash cloud-init script; every string value is shell-quoted."""
     constants = {"CLUSTER_TAG": CLUSTER_TAG, "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT)}
@@ -80,9 +85,63 @@ def render_user_data(boot: BootConfig) -> str:
             "TORCHRUN_SCRIPT": boot_script("gpuc-torchrun.sh").rstrip("\n"),
             "SPOT_WATCH_SCRIPT": boot_script("gpu-cluster-spot-watch.sh").rstrip("\n"),
             "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
+            "BOOT_UNIT": boot_unit_function(),
             "SECRETS_PATH": shlex.quote(boot.secrets_path),
             "GPU_METRICS_SCRIPT": boot_script("gpu-cluster-gpu-metrics.sh").rstrip("\n"),
             "SECRETS_SCRIPT": boot_script("gpu-cluster-secrets.sh").rstrip("\n"),
+        },
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ServingBoot:
+    """What an inference node's boot needs (see boot/inference-user-data.sh)."""
+
+    cluster: str
+    region: str
+    gpus_per_node: int
+    nvme_disk_count: int
+    bucket: str
+    model_prefix: str
+    server_kind: str
+    image: str
+    port: int
+    server_args: tuple[str, ...]
+    readiness_path: str
+    batch_sizes: tuple[int, ...]
+    queue_delay_us: int
+    warmup_seconds: int
+    group_name: str
+    lifecycle_hook: str
+
+
+def render_serving_user_data(boot: ServingBoot) -> str:
+    """The inference node's cloud-init script; every string value is shell-quoted."""
+    return fill(
+        boot_script("inference-user-data.sh"),
+        {
+            "CLUSTER": shlex.quote(boot.cluster),
+            "REGION": shlex.quote(boot.region),
+            "GPUS_PER_NODE": str(boot.gpus_per_node),
+            "NVME_DISKS": str(boot.nvme_disk_count),
+            "DATA_BUCKET": shlex.quote(boot.bucket),
+            "SCRATCH": shlex.quote(SCRATCH_MOUNT),
+            "SECRETS_PATH": "''",
+            "MODEL_PREFIX": shlex.quote(boot.model_prefix),
+            "SERVER_KIND": shlex.quote(boot.server_kind),
+            "SERVER_IMAGE": shlex.quote(boot.image),
+            "SERVER_PORT": str(boot.port),
+            "SERVER_ARGS": shlex.quote(" ".join(boot.server_args)),
+            "READINESS_PATH": shlex.quote(boot.readiness_path),
+            "BATCH_SIZES": ",".join(str(size) for size in boot.batch_sizes),
+            "QUEUE_DELAY_US": str(boot.queue_delay_us),
+            "WARMUP_SECONDS": str(boot.warmup_seconds),
+            "GROUP_NAME": shlex.quote(boot.group_name),
+            "LIFECYCLE_HOOK": shlex.quote(boot.lifecycle_hook),
+            "BOOT_UNIT": boot_unit_function(),
+            "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
+            "GPU_METRICS_SCRIPT": boot_script("gpu-cluster-gpu-metrics.sh").rstrip("\n"),
+            "MODEL_SERVER_SCRIPT": boot_script("gpu-cluster-model-server.sh").rstrip("\n"),
         },
     )
 

@@ -15,9 +15,10 @@ from components.lustre import LustreSize
 from components.naming import cluster_tags
 from components.purchase import CapacityBlock, CapacityReservation, Spot
 from components.quotas import quotas_needed
+from components.serving_stack import ServingStack, ServingStackArgs
 from components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
 from infra.config import load_from_pulumi
-from infra.cost.model import estimate_cluster, is_gpu_line
+from infra.cost.model import estimate_cluster, estimate_serving, is_gpu_line
 from infra.errors import AwsError, ConfigError, Problem
 from infra.facts import NOT_FOUND_CODES, ReservationFacts
 from infra.secrets_config import secret_value
@@ -86,6 +87,76 @@ def cluster_secrets(names: tuple[str, ...]) -> dict[str, pulumi.Output[str]]:
         return {}
     values = pulumi.Config(PROJECT).require_secret_object("secrets")
     return {name: values.apply(lambda v, name=name: secret_value(v, name)) for name in names}
+
+
+def smoke_test_command(url: str, kind: str, readiness: str) -> str:
+    """Readiness, then one inference request (Triton's model list, or vLLM's models)."""
+    probe = f"{url}/v2/repository/index -X POST" if kind == "triton" else f"{url}/v1/models"
+    return f"curl -fsS {url}{readiness} && curl -fsS {probe}"
+
+
+def deploy_inference(spec: ResolvedCluster) -> ServingStack:
+    serving = spec.inference
+    assert serving is not None
+    stack = ServingStack(
+        spec.name,
+        ServingStackArgs(
+            facts=spec.facts,
+            serving=serving,
+            region=spec.region,
+            layout=spec.layout,
+            storage=storage_args(spec),
+            purchase=spec.purchase,
+            ami_ssm_parameter=spec.ami.ssm_parameter,
+            ami_id=spec.ami.id,
+            ami_release=spec.ami.release,
+            root_volume=RootVolume(
+                size_gib=spec.root_volume.size_gib,
+                iops=spec.root_volume.iops,
+                throughput_mibps=spec.root_volume.throughput,
+            ),
+            scope="" if spec.name == spec.stack else spec.stack,
+            cost_controls=spec.cost_controls,
+            tags=cluster_tags(spec.name, spec.tags, spec.stack),
+        ),
+    )
+    for warning in spec.warnings:
+        pulumi.log.warn(warning)
+    pulumi.export("configWarnings", list(spec.warnings))
+    pulumi.export("instanceType", spec.facts.instance_type)
+    pulumi.export("purchaseOption", spec.purchase_option)
+    pulumi.export("url", stack.url)
+    pulumi.export("nodeGroupName", stack.service.group.name)
+    pulumi.export("zones", list(serving.zones))
+    pulumi.export(
+        "serving",
+        {
+            "nodes": f"{serving.min_nodes}-{serving.max_nodes}",
+            "server": serving.image,
+            "port": serving.port,
+            "tlsPolicy": serving.tls_policy,
+            "scaling": f"{serving.scaling_metric} target {serving.scaling_target:g}",
+            "batching": f"preferred {list(serving.preferred_batch_sizes)}, max queue delay "
+            f"{serving.max_queue_delay_us} us",
+            "warmupSeconds": serving.warmup_seconds,
+        },
+    )
+    pulumi.export(
+        "smokeTestCommand",
+        stack.url.apply(
+            lambda url: smoke_test_command(url, serving.server_kind, serving.readiness_path)
+        ),
+    )
+    pulumi.export("costControls", spec.cost_controls.describe())
+    estimate = estimate_serving(spec)
+    pulumi.export("totalGpus", spec.facts.gpus * serving.min_nodes)
+    pulumi.export("estimatedUsdPerHour", round(estimate.hourly_usd, 2))
+    pulumi.export("estimatedUsdPerMonth", round(estimate.monthly_usd, 2))
+    pulumi.export(
+        "gpuUsdPerHour",
+        round(sum(c.usd_per_hour or 0 for c in estimate.lines if is_gpu_line(c)), 2),
+    )
+    return stack
 
 
 def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
@@ -261,4 +332,7 @@ def main() -> None:
         deploy_data(spec)
     else:
         check_reservation(spec, live_lookup)
-        deploy_cluster(spec)
+        if spec.inference is not None:
+            deploy_inference(spec)
+        else:
+            deploy_cluster(spec)

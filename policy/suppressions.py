@@ -42,6 +42,19 @@ SUPPRESSIONS = (
         "may write it, and no node role can read it",
     ),
     Suppression(
+        "s3-17-sse-kms",
+        "*-alb-logs",
+        "Application Load Balancer access logs can be delivered only to buckets with SSE-S3 "
+        "default encryption (ELB docs, 'Access logs for your Application Load Balancer'); the "
+        "bucket is private, TLS-only, versioned and readable by no node",
+    ),
+    Suppression(
+        "s3-9-server-access-logging",
+        "*-alb-logs",
+        "it holds the load balancer's own access logs, written only by Elastic Load Balancing; "
+        "logging it again would log log deliveries",
+    ),
+    Suppression(
         "ec2-17-single-network-interface",
         "*",
         "EFA instances need one interface per network card to reach their network bandwidth "

@@ -17,7 +17,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 ROOT = project_root()
-STACKS = ("data", "dev", "experiment", "train")
+STACKS = ("data", "dev", "experiment", "inference", "train")
 
 TRAIN_LIKE = {
     "aws:region": "us-east-1",

@@ -20,27 +20,7 @@ SECRETS_PATH={{SECRETS_PATH}}
 ENV
 . /etc/gpu-cluster/cluster.env
 
-# A boot step: /usr/local/sbin/NAME run by a oneshot unit on every boot, started now and never
-# fatal (a failure is reported and the steps after it still run).
-#   boot_unit NAME DESCRIPTION AFTER [WANTS]
-boot_unit() {
-  chmod 755 "/usr/local/sbin/$1"
-  cat > "/etc/systemd/system/$1.service" <<UNIT
-[Unit]
-Description=gpu-cluster: $2
-After=$3
-Wants=${4:-}
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/local/sbin/$1
-[Install]
-WantedBy=multi-user.target
-UNIT
-  systemctl daemon-reload
-  systemctl enable "$1.service"
-  systemctl start "$1.service" || echo "gpu-cluster: $1 failed ($2)" >&2
-}
+{{BOOT_UNIT}}
 
 # 1. NVMe scratch space, set up by a unit that runs on every boot (never fatal).
 cat > /usr/local/sbin/gpu-cluster-scratch <<'SCRIPT'

@@ -7,7 +7,8 @@ snapshot's hours per month (730), as AWS bills them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from components.catalog import Catalog, load_catalog
 from components.cidr import interface_endpoints
@@ -27,6 +28,9 @@ class Usage:
     dataset_gb: float | None = None  # None: the bundled assumption
     flow_log_gb_per_month: float | None = None
     trail_events_millions: float | None = None  # audit-trail data events a month
+    requests_per_second: float | None = None  # serving: the load behind the load balancer
+    kb_per_request: float | None = None
+    requests_per_gpu_second: float | None = None
     savings_plan_1y: float | None = None  # discount rates; None: the bundled defaults
     savings_plan_3y: float | None = None
 
@@ -335,3 +339,57 @@ def estimate_data(spec: ResolvedData, usage: Usage | None = None) -> Estimate:
     if spec.audit_trail:
         lines.append(trail_line(usage, unit))
     return Estimate(tuple(lines), usage, price_table().label, unit.label)
+
+
+@dataclass(frozen=True)
+class ServingLoad:
+    requests_per_second: float
+    kb_per_request: float
+    requests_per_gpu_second: float
+
+
+def serving_load(usage: Usage, unit: UnitPrices) -> ServingLoad:
+    def pick(given: float | None, default: float) -> float:
+        return default if given is None else given
+
+    return ServingLoad(
+        pick(usage.requests_per_second, unit.serving_requests_per_second),
+        pick(usage.kb_per_request, unit.serving_kb_per_request),
+        pick(usage.requests_per_gpu_second, unit.serving_requests_per_gpu_second),
+    )
+
+
+def load_balancer_line(load: ServingLoad, unit: UnitPrices) -> CostLine:
+    """ALB hours plus LCUs: the larger of new connections (25/s per LCU, one request per
+    connection assumed) and processed bytes (1 GB/h per LCU); rule evaluations stay free."""
+    gigabytes_per_hour = load.requests_per_second * load.kb_per_request * 3600 / 1e6
+    lcus = max(load.requests_per_second / 25, gigabytes_per_hour)
+    hourly = unit["alb_hour"] + lcus * unit["alb_lcu_hour"]
+    return CostLine(
+        "Application Load Balancer",
+        f"${unit['alb_hour']}/h + {lcus:.2f} LCU x ${unit['alb_lcu_hour']}/LCU-h at "
+        f"{load.requests_per_second:g} req/s of {load.kb_per_request:g} KB",
+        hourly,
+        True,
+        unit.label,
+    )
+
+
+def estimate_serving(
+    spec: ResolvedCluster, usage: Usage | None = None, nodes: int | None = None
+) -> Estimate:
+    """An inference stack at `nodes` (default: its minimum), always on."""
+    assert spec.inference is not None
+    usage = usage or Usage()
+    unit = unit_prices(spec.region)
+    sized = replace(spec, node_count=spec.inference.min_nodes if nodes is None else nodes)
+    base = estimate_cluster(sized, usage)
+    lines = [*base.lines, load_balancer_line(serving_load(usage, unit), unit)]
+    return Estimate(tuple(lines), usage, base.gpu_prices, base.unit_prices)
+
+
+def nodes_for_load(spec: ResolvedCluster, load: ServingLoad) -> int:
+    assert spec.inference is not None
+    per_node = load.requests_per_gpu_second * max(1.0, spec.facts.gpus)
+    needed = math.ceil(load.requests_per_second / per_node) if per_node else 0
+    return min(max(needed, spec.inference.min_nodes, 1), spec.inference.max_nodes)

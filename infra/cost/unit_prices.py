@@ -23,6 +23,9 @@ class UnitPrices:
     dataset_gb: float
     flow_log_gb_per_month: float
     trail_data_events_per_month: float
+    serving_requests_per_second: float
+    serving_kb_per_request: float
+    serving_requests_per_gpu_second: float
     source: str
     date: str
 
@@ -53,6 +56,9 @@ def unit_prices(region: str, path: Path = UNIT_PRICES_PATH) -> UnitPrices:
         dataset_gb=doc["assumptions"]["dataset_gb"],
         flow_log_gb_per_month=doc["assumptions"]["flow_log_gb_per_month"],
         trail_data_events_per_month=doc["assumptions"]["trail_data_events_per_month"],
+        serving_requests_per_second=doc["assumptions"]["serving_requests_per_second"],
+        serving_kb_per_request=doc["assumptions"]["serving_kb_per_request"],
+        serving_requests_per_gpu_second=doc["assumptions"]["serving_requests_per_gpu_second"],
         source=doc["source"],
         date=doc["date"],
     )

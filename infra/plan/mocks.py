@@ -42,6 +42,11 @@ CREATE_ONLY = {
 }
 
 
+def _uuid(name: str) -> str:
+    digest = _digest(name, length=32)
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:]}"
+
+
 def _digest(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
@@ -120,6 +125,36 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif typ == "aws:cloudwatch/logGroup:LogGroup":
             group = inputs.get("name", name)
             state["arn"] = self.arn("logs", f"log-group:{group}")
+        elif typ == "aws:acm/certificate:Certificate":
+            domain, token = inputs["domainName"], _digest(name, length=32)
+            state.update(
+                arn=self.arn("acm", f"certificate/{_uuid(name)}"),
+                domainValidationOptions=[
+                    {
+                        "domainName": domain,
+                        "resourceRecordName": f"_{token}.{domain}.",
+                        "resourceRecordType": "CNAME",
+                        "resourceRecordValue": f"_{_digest(token, length=32)}.acm-validations.aws.",
+                    }
+                ],
+            )
+        elif typ == "aws:acm/certificateValidation:CertificateValidation":
+            state["certificateArn"] = inputs["certificateArn"]
+        elif typ == "aws:route53/record:Record":
+            state["fqdn"] = str(inputs.get("name", name)).rstrip(".")
+        elif typ == "aws:lb/loadBalancer:LoadBalancer":
+            suffix = f"app/{name[:32]}/{_digest(name, length=16)}"
+            state.update(
+                arn=self.arn("elasticloadbalancing", f"loadbalancer/{suffix}"),
+                arnSuffix=suffix,
+                dnsName=f"{name[:32]}-{_digest(name, length=10)}.{self.region}.elb.amazonaws.com",
+                zoneId="Z35SXDOTRQ7X7K",
+            )
+        elif typ == "aws:lb/targetGroup:TargetGroup":
+            suffix = f"targetgroup/{name[:32]}/{_digest(name, length=16)}"
+            state.update(arn=self.arn("elasticloadbalancing", suffix), arnSuffix=suffix)
+        elif typ == "aws:sns/topic:Topic":
+            state["arn"] = self.arn("sns", f"{name}-{_digest(name, length=7)}")
         return physical, state
 
     def _node_address(self) -> str:

@@ -22,6 +22,12 @@ KEY_INPUTS = (
     "referencedSecurityGroupId",
     "cidrIpv4",
     "fromPort",
+    "protocol",
+    "port",
+    "sslPolicy",
+    "minSize",
+    "maxSize",
+    "policyType",
 )
 
 
@@ -148,6 +154,16 @@ def text_tree(plan: Plan) -> str:
             "NCCL test: `pulumi stack output ncclTestCommand` (all-reduce bus bandwidth; the "
             f"network allows ~{outputs['expectedBusBandwidthGBps']:g} GB/s)"
         )
+    if "url" in outputs:
+        serving = outputs["serving"]
+        lines += [
+            f"Endpoint: {outputs['url']} (HTTPS, {serving['tlsPolicy']}; HTTP redirects to HTTPS)",
+            f"Serving: {serving['nodes']} nodes across {', '.join(outputs['zones'])}, "
+            f"{serving['server']} on port {serving['port']}",
+            f"Batching: {serving['batching']}; scaling: {serving['scaling']}, "
+            f"warm-up {serving['warmupSeconds']} s",
+            f"Smoke test: {outputs['smokeTestCommand']}",
+        ]
     if "purchaseOption" in outputs:
         lines.append(f"Purchase option: {outputs['purchaseOption']}")
     for control in outputs.get("costControls", []):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from components.catalog import Catalog, InstanceFacts
+from components.inference import ServingConfig
 from infra.errors import Problem
 from infra.spec import InferenceSpec, StackSpec
 from infra.validation.common import key
@@ -28,26 +28,7 @@ HOSTED_ZONE = re.compile(r"^Z[A-Z0-9]{1,31}$")
 DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 
 
-@dataclass(frozen=True)
-class ResolvedInference:
-    zones: tuple[str, ...]
-    min_nodes: int
-    max_nodes: int
-    model_prefix: str
-    server_kind: str
-    image: str
-    port: int
-    readiness_path: str
-    server_args: tuple[str, ...]
-    preferred_batch_sizes: tuple[int, ...]
-    max_queue_delay_us: int
-    tls_policy: str
-    certificate_arn: str | None
-    domain: str | None
-    hosted_zone_id: str | None
-    scaling_metric: str
-    scaling_target: float
-    warmup_seconds: int
+ResolvedInference = ServingConfig
 
 
 def problem(path: str, received, what: str, allowed: str, fix: str) -> Problem:

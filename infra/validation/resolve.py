@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from components.catalog import Catalog, InstanceFacts, load_catalog
 from components.cidr import (
+    LOAD_BALANCER_SUBNET_PREFIX,
     SubnetLayout,
+    service_layout,
 )
 from components.cost_controls import CostControls
 from components.nic_layout import ip_addresses_per_node, nic_layout
@@ -175,6 +177,21 @@ def resolve(
     slots = nic_layout(facts, efa and facts.efa_supported)
     layout, found = check_network(spec.network, spec.nodes, ip_addresses_per_node(slots), efa)
     problems += found
+    if spec.role == "inference" and layout is not None:
+        if (
+            spec.network.public_subnet_cidr
+            and layout.public.prefixlen > LOAD_BALANCER_SUBNET_PREFIX
+        ):
+            problems.append(
+                Problem(
+                    path=key("network.publicSubnetCidr"),
+                    received=spec.network.public_subnet_cidr,
+                    problem="the load balancer needs a /27 or larger public subnet in each zone",
+                    allowed=f"a /{LOAD_BALANCER_SUBNET_PREFIX} or larger inside the VPC",
+                    fix="pulumi config rm --path network.publicSubnetCidr",
+                )
+            )
+        layout = service_layout(layout)
     if problems or layout is None or purchase is None:
         return None, problems
     assert spec.availability_zone is not None

@@ -1,0 +1,85 @@
+#!/bin/bash
+# gpu-cluster: the model server. Copies the model repository from the data bucket (through the
+# S3 gateway endpoint) to NVMe scratch, turns Triton's dynamic batching on in every model's
+# config.pbtxt with the stack's preferred batch sizes and queue delay, runs the server container
+# (Docker and the NVIDIA container toolkit come with the Deep Learning AMI) under systemd, waits
+# until its readiness endpoint answers, then lets the Auto Scaling group put the node in
+# service (the launch lifecycle hook held it out of the load balancer and safe from scale-in).
+set -uo pipefail
+. "${GPUC_ETC:-/etc/gpu-cluster}/cluster.env"
+log() { echo "gpu-cluster model-server: $*"; }
+models="${MODELS_DIR:-$SCRATCH/models}"
+mkdir -p "$models"
+if ! aws s3 sync --only-show-errors --region "$REGION" "s3://$DATA_BUCKET/$MODEL_PREFIX" "$models"; then
+  log "could not copy s3://$DATA_BUCKET/$MODEL_PREFIX"
+  exit 1
+fi
+if [ "$SERVER_KIND" = "triton" ]; then
+  GPUC_BATCH_SIZES="$BATCH_SIZES" GPUC_QUEUE_DELAY_US="$QUEUE_DELAY_US" python3 - "$models" <<'PY'
+import os
+import pathlib
+import re
+import sys
+
+sizes = ", ".join(os.environ["GPUC_BATCH_SIZES"].split(","))
+block = (
+    "dynamic_batching {\n"
+    f"  preferred_batch_size: [ {sizes} ]\n"
+    f"  max_queue_delay_microseconds: {os.environ['GPUC_QUEUE_DELAY_US']}\n"
+    "}\n"
+)
+
+
+def without_dynamic_batching(text: str) -> str:
+    match = re.search(r"\bdynamic_batching\s*\{", text)
+    if match is None:
+        return text
+    depth, end = 0, match.end() - 1
+    for end in range(match.end() - 1, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            break
+    return without_dynamic_batching(text[: match.start()] + text[end + 1 :])
+
+
+for config in pathlib.Path(sys.argv[1]).glob("*/config.pbtxt"):
+    text = without_dynamic_batching(config.read_text()).rstrip("\n")
+    config.write_text(f"{text}\n{block}")
+    print(f"dynamic batching on for {config.parent.name}")
+PY
+  command=(tritonserver --model-repository=/models --http-port="$SERVER_PORT" --metrics-port=8002)
+else
+  command=(--model /models --port "$SERVER_PORT")
+fi
+read -r -a extra <<<"$SERVER_ARGS"
+cat > /etc/systemd/system/gpu-cluster-model-server.service <<UNIT
+[Unit]
+Description=gpu-cluster: model server ($SERVER_IMAGE)
+After=docker.service network-online.target
+Requires=docker.service
+[Service]
+ExecStartPre=-/usr/bin/docker rm -f model-server
+ExecStart=/usr/bin/docker run --rm --name model-server --gpus all --network host --shm-size 1g -v $models:/models $SERVER_IMAGE ${command[*]} ${extra[*]}
+Restart=always
+RestartSec=10
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable --now gpu-cluster-model-server.service
+ready=""
+for _ in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
+  if curl -fsS -o /dev/null "http://127.0.0.1:$SERVER_PORT$READINESS_PATH"; then
+    ready=yes
+    break
+  fi
+  sleep 10
+done
+token="$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token)"
+instance="$(curl -fsS -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/meta-data/instance-id)"
+result=ABANDON
+[ -n "$ready" ] && result=CONTINUE
+log "readiness ${ready:-never answered}: $result"
+aws autoscaling complete-lifecycle-action --region "$REGION" --auto-scaling-group-name "$GROUP_NAME" \
+  --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$instance" --lifecycle-action-result "$result"
+[ -n "$ready" ]

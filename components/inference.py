@@ -1,0 +1,457 @@
+"""InferenceService: a model server on GPU nodes in two or more zones, behind an Application
+Load Balancer with a TLS 1.3 HTTPS listener, scaling on requests or GPU utilization.
+
+- The load balancer is the only thing open to the internet (443, and 80 for the redirect to
+  HTTPS); nodes accept the load balancer only, on the serving port. It drops invalid headers,
+  has deletion protection, and logs every request to a locked-down bucket of this stack.
+- Nodes launch from a template with the training nodes' defaults (IMDSv2, encrypted root with
+  the cluster key, SSM, no key pair, no public IP). A launch lifecycle hook holds each new node
+  out of service - out of the load balancer and safe from scale-in - until the model server
+  answers its readiness check (the boot step completes the hook), for up to the warm-up time.
+- Target tracking keeps request count per target (default) or GPU utilization at the target,
+  counting a new node only after the warm-up."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.catalog import InstanceFacts
+from components.cost_controls import GPU_METRIC, METRIC_NAMESPACE
+from components.datastore import close_to_public
+from components.launch_template import (
+    RootVolume,
+    encoded_user_data,
+    metadata_options,
+    root_block_device,
+    tag_specifications,
+)
+from components.naming import child_name
+from components.policies import tls_only_bucket_policy
+from components.purchase import OnDemand, Purchase, Spot, mixed_instances_policy
+
+LIFECYCLE_HOOK = "model-loaded"
+LOG_PREFIX = "alb"
+LOG_RETENTION_DAYS = 365
+ELB_LOG_ACCOUNTS = Path(__file__).parent / "data" / "elb_log_accounts.json"
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    zones: tuple[str, ...]
+    min_nodes: int
+    max_nodes: int
+    model_prefix: str
+    server_kind: str
+    image: str
+    port: int
+    readiness_path: str
+    server_args: tuple[str, ...]
+    preferred_batch_sizes: tuple[int, ...]
+    max_queue_delay_us: int
+    tls_policy: str
+    certificate_arn: str | None
+    domain: str | None
+    hosted_zone_id: str | None
+    scaling_metric: str  # requestCount | gpuUtilization
+    scaling_target: float
+    warmup_seconds: int
+
+
+@dataclass
+class InferenceArgs:
+    serving: ServingConfig
+    facts: InstanceFacts
+    group_name: str
+    region: str
+    account_id: pulumi.Input[str]
+    partition: pulumi.Input[str]
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: list[pulumi.Input[str]]
+    public_subnet_ids: list[pulumi.Input[str]]
+    node_security_group_id: pulumi.Input[str]
+    node_role_name: pulumi.Input[str]
+    instance_profile_arn: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str]
+    ami_id: pulumi.Input[str]
+    root_device_name: pulumi.Input[str]
+    ami_min_root_gib: pulumi.Input[int]
+    user_data: pulumi.Input[str]
+    purchase: Purchase = field(default_factory=OnDemand)
+    root_volume: RootVolume = field(default_factory=RootVolume)
+    boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@cache
+def _log_accounts() -> dict[str, Any]:
+    return json.loads(ELB_LOG_ACCOUNTS.read_text())
+
+
+def load_balancer_log_policy(bucket_arn: str, account_id: str, region: str) -> dict[str, Any]:
+    """Elastic Load Balancing may write this account's access logs (its regional account in
+    regions older than August 2022, its log-delivery service principal in newer ones)."""
+    facts = _log_accounts()
+    elb_account = facts["accounts"].get(region)
+    principal = (
+        {"AWS": f"arn:aws:iam::{elb_account}:root"}
+        if elb_account
+        else {"Service": facts["service_principal"]}
+    )
+    policy = tls_only_bucket_policy(bucket_arn)
+    policy["Statement"].insert(
+        0,
+        {
+            "Sid": "LoadBalancerAccessLogs",
+            "Effect": "Allow",
+            "Principal": principal,
+            "Action": "s3:PutObject",
+            "Resource": f"{bucket_arn}/{LOG_PREFIX}/AWSLogs/{account_id}/*",
+        },
+    )
+    return policy
+
+
+def complete_launch_policy(group_arn: str) -> dict[str, Any]:
+    """A node may put itself in service once its model server is ready - in this group only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "CompleteOwnLaunch",
+                "Effect": "Allow",
+                "Action": "autoscaling:CompleteLifecycleAction",
+                "Resource": group_arn,
+            }
+        ],
+    }
+
+
+def group_arn_pattern(partition: str, region: str, account_id: str, group: str) -> str:
+    return (
+        f"arn:{partition}:autoscaling:{region}:{account_id}:autoScalingGroup:*:"
+        f"autoScalingGroupName/{group}"
+    )
+
+
+def scaling_configuration(
+    serving: ServingConfig, resource_label: pulumi.Input[str] | None, group_name: pulumi.Input[str]
+) -> dict[str, Any]:
+    if serving.scaling_metric == "requestCount":
+        return {
+            "predefined_metric_specification": {
+                "predefined_metric_type": "ALBRequestCountPerTarget",
+                "resource_label": resource_label,
+            },
+            "target_value": serving.scaling_target,
+        }
+    return {
+        "customized_metric_specification": {
+            "metric_name": GPU_METRIC,
+            "namespace": METRIC_NAMESPACE,
+            "statistic": "Average",
+            "metric_dimensions": [{"name": "AutoScalingGroupName", "value": group_name}],
+        },
+        "target_value": serving.scaling_target,
+    }
+
+
+class InferenceService(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: InferenceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:serving:InferenceService", name, None, opts)
+        self.args = args
+        child = pulumi.ResourceOptions(parent=self)
+        s = args.serving
+        self.load_balancer_group = self._security_groups(name, child)
+        logs = self._access_logs(name, child)
+        certificate_arn = self._certificate(name, child)
+        self.load_balancer = aws.lb.LoadBalancer(
+            child_name(name, "alb"),
+            load_balancer_type="application",
+            internal=False,
+            security_groups=[self.load_balancer_group.id],
+            subnets=args.public_subnet_ids,
+            drop_invalid_header_fields=True,
+            enable_deletion_protection=True,
+            access_logs={"bucket": logs.id, "prefix": LOG_PREFIX, "enabled": True},
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.log_policy]),
+        )
+        self.target_group = aws.lb.TargetGroup(
+            child_name(name, "targets"),
+            port=s.port,
+            protocol="HTTP",
+            target_type="instance",
+            vpc_id=args.vpc_id,
+            deregistration_delay=60,
+            health_check={
+                "path": s.readiness_path,
+                "port": "traffic-port",
+                "protocol": "HTTP",
+                "matcher": "200",
+                "interval": 15,
+                "timeout": 5,
+                "healthy_threshold": 2,
+                "unhealthy_threshold": 3,
+            },
+            tags=args.tags,
+            opts=child,
+        )
+        self.https = aws.lb.Listener(
+            child_name(name, "https"),
+            load_balancer_arn=self.load_balancer.arn,
+            port=443,
+            protocol="HTTPS",
+            ssl_policy=s.tls_policy,
+            certificate_arn=certificate_arn,
+            default_actions=[{"type": "forward", "target_group_arn": self.target_group.arn}],
+            tags=args.tags,
+            opts=child,
+        )
+        self.http = aws.lb.Listener(
+            child_name(name, "http-redirect"),
+            load_balancer_arn=self.load_balancer.arn,
+            port=80,
+            protocol="HTTP",
+            default_actions=[
+                {
+                    "type": "redirect",
+                    "redirect": {"protocol": "HTTPS", "port": "443", "status_code": "HTTP_301"},
+                }
+            ],
+            tags=args.tags,
+            opts=child,
+        )
+        if s.domain and s.hosted_zone_id:
+            aws.route53.Record(
+                child_name(name, "alias"),
+                zone_id=s.hosted_zone_id,
+                name=s.domain,
+                type="A",
+                aliases=[
+                    {
+                        "name": self.load_balancer.dns_name,
+                        "zone_id": self.load_balancer.zone_id,
+                        "evaluate_target_health": True,
+                    }
+                ],
+                opts=child,
+            )
+        self.group = self._group(name, child)
+        label = pulumi.Output.all(
+            self.load_balancer.arn_suffix, self.target_group.arn_suffix
+        ).apply(lambda parts: f"{parts[0]}/{parts[1]}")
+        self.scaling = aws.autoscaling.Policy(
+            child_name(name, "scaling"),
+            autoscaling_group_name=self.group.name,
+            policy_type="TargetTrackingScaling",
+            estimated_instance_warmup=s.warmup_seconds,
+            target_tracking_configuration=scaling_configuration(s, label, self.group.name),
+            opts=child,
+        )
+        host = s.domain or None
+        self.url = (
+            pulumi.Output.from_input(f"https://{host}")
+            if host
+            else self.load_balancer.dns_name.apply(lambda dns: f"https://{dns}")
+        )
+        self.register_outputs({"url": self.url, "groupName": self.group.name})
+
+    def _security_groups(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        a = self.args
+        group = aws.ec2.SecurityGroup(
+            child_name(name, "alb-sg"),
+            vpc_id=a.vpc_id,
+            description="gpu-cluster inference load balancer: HTTPS and its redirect from anywhere",
+            tags={**a.tags, "Name": child_name(name, "alb")},
+            opts=child,
+        )
+        for port in (443, 80):
+            aws.vpc.SecurityGroupIngressRule(
+                child_name(name, f"alb-in-{port}"),
+                security_group_id=group.id,
+                description="HTTPS" if port == 443 else "HTTP, redirected to HTTPS",
+                ip_protocol="tcp",
+                from_port=port,
+                to_port=port,
+                cidr_ipv4="0.0.0.0/0",
+                opts=child,
+            )
+        aws.vpc.SecurityGroupEgressRule(
+            child_name(name, "alb-to-nodes"),
+            security_group_id=group.id,
+            description="the model server on the nodes",
+            ip_protocol="tcp",
+            from_port=a.serving.port,
+            to_port=a.serving.port,
+            referenced_security_group_id=a.node_security_group_id,
+            opts=child,
+        )
+        self.node_ingress = aws.vpc.SecurityGroupIngressRule(
+            child_name(name, "nodes-from-alb"),
+            security_group_id=a.node_security_group_id,
+            description="the load balancer, to the model server only",
+            ip_protocol="tcp",
+            from_port=a.serving.port,
+            to_port=a.serving.port,
+            referenced_security_group_id=group.id,
+            opts=child,
+        )
+        return group
+
+    def _access_logs(self, name: str, child: pulumi.ResourceOptions) -> aws.s3.Bucket:
+        """A private bucket for the load balancer's access logs: SSE-S3 (the only encryption
+        ELB access logs support), TLS only, versioned, kept LOG_RETENTION_DAYS, retained."""
+        a = self.args
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        bucket = aws.s3.Bucket(
+            child_name(name, "alb-logs"), force_destroy=False, tags=a.tags, opts=keep
+        )
+        close_to_public(name, "alb-logs-", bucket, keep)
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            child_name(name, "alb-logs-encryption"),
+            bucket=bucket.id,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
+            opts=keep,
+        )
+        aws.s3.BucketVersioning(
+            child_name(name, "alb-logs-versioning"),
+            bucket=bucket.id,
+            versioning_configuration={"status": "Enabled"},
+            opts=keep,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            child_name(name, "alb-logs-lifecycle"),
+            bucket=bucket.id,
+            rules=[
+                {
+                    "id": "expire-access-logs",
+                    "status": "Enabled",
+                    "filter": {"prefix": f"{LOG_PREFIX}/"},
+                    "expiration": {"days": LOG_RETENTION_DAYS},
+                    "noncurrent_version_expiration": {"noncurrent_days": 30},
+                }
+            ],
+            opts=keep,
+        )
+        self.log_policy = aws.s3.BucketPolicy(
+            child_name(name, "alb-logs-policy"),
+            bucket=bucket.id,
+            policy=pulumi.Output.all(bucket.arn, a.account_id).apply(
+                lambda v: json.dumps(load_balancer_log_policy(v[0], v[1], a.region))
+            ),
+            opts=keep,
+        )
+        return bucket
+
+    def _certificate(self, name: str, child: pulumi.ResourceOptions) -> pulumi.Input[str]:
+        s = self.args.serving
+        if s.certificate_arn:
+            return s.certificate_arn
+        assert s.domain and s.hosted_zone_id
+        certificate = aws.acm.Certificate(
+            child_name(name, "certificate"),
+            domain_name=s.domain,
+            validation_method="DNS",
+            tags=self.args.tags,
+            opts=child,
+        )
+        option = certificate.domain_validation_options.apply(lambda options: options[0])
+        record = aws.route53.Record(
+            child_name(name, "certificate-validation"),
+            zone_id=s.hosted_zone_id,
+            name=option.apply(lambda o: o.resource_record_name),
+            type=option.apply(lambda o: o.resource_record_type),
+            records=[option.apply(lambda o: o.resource_record_value)],
+            ttl=300,
+            allow_overwrite=True,
+            opts=child,
+        )
+        validation = aws.acm.CertificateValidation(
+            child_name(name, "certificate-valid"),
+            certificate_arn=certificate.arn,
+            validation_record_fqdns=[record.fqdn],
+            opts=child,
+        )
+        return validation.certificate_arn
+
+    def _group(self, name: str, child: pulumi.ResourceOptions) -> aws.autoscaling.Group:
+        a, s = self.args, self.args.serving
+        template = aws.ec2.LaunchTemplate(
+            child_name(name, "launch-template"),
+            image_id=a.ami_id,
+            instance_type=a.facts.instance_type,
+            ebs_optimized="true",
+            update_default_version=True,
+            iam_instance_profile={"arn": a.instance_profile_arn},
+            metadata_options=metadata_options("host"),
+            monitoring={"enabled": True},
+            vpc_security_group_ids=[a.node_security_group_id],
+            block_device_mappings=[
+                root_block_device(
+                    a.root_device_name, a.root_volume, a.kms_key_arn, a.ami_min_root_gib
+                )
+            ],
+            user_data=encoded_user_data(a.user_data),
+            tag_specifications=tag_specifications(a.tags),
+            tags=a.tags,
+            opts=child,
+        )
+        version = {"id": template.id, "version": template.latest_version.apply(str)}
+        spot = isinstance(a.purchase, Spot)
+        launch = aws.iam.RolePolicy(
+            child_name(name, "node-launch"),
+            role=a.node_role_name,
+            policy=pulumi.Output.all(a.partition, a.account_id).apply(
+                lambda v: json.dumps(
+                    complete_launch_policy(group_arn_pattern(v[0], a.region, v[1], a.group_name))
+                )
+            ),
+            opts=child,
+        )
+        return aws.autoscaling.Group(
+            child_name(name, "group"),
+            name=a.group_name,
+            min_size=s.min_nodes,
+            max_size=s.max_nodes,
+            vpc_zone_identifiers=a.private_subnet_ids,
+            target_group_arns=[self.target_group.arn],
+            health_check_type="ELB",
+            health_check_grace_period=s.warmup_seconds,
+            default_instance_warmup=s.warmup_seconds,
+            launch_template=None if spot else version,
+            mixed_instances_policy=(
+                mixed_instances_policy(a.purchase, a.facts.instance_type, version, s.max_nodes)
+                if isinstance(a.purchase, Spot)
+                else None
+            ),
+            capacity_rebalance=spot,
+            initial_lifecycle_hooks=[
+                {
+                    "name": LIFECYCLE_HOOK,
+                    "lifecycle_transition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+                    "heartbeat_timeout": s.warmup_seconds,
+                    "default_result": "ABANDON",
+                }
+            ],
+            instance_maintenance_policy={
+                "min_healthy_percentage": 100,
+                "max_healthy_percentage": 200,
+            },
+            wait_for_capacity_timeout="0",  # nodes join as their models load, after `up`
+            tags=[
+                {"key": k, "value": v, "propagate_at_launch": True}
+                for k, v in sorted({**a.tags, "Name": child_name(name, "node")}.items())
+            ],
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*a.boot_dependencies, self.node_ingress, launch]
+            ),
+        )

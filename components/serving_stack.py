@@ -1,0 +1,167 @@
+"""ServingStack: the inference stage - the cluster's key, role and network (across the service's
+zones), the pinned Deep Learning AMI, and the InferenceService; the data comes from the data
+stack (model repositories are a prefix of its bucket, read through the S3 gateway endpoint)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.ami import AmiChoice, resolve_ami
+from components.catalog import InstanceFacts
+from components.cidr import SubnetLayout, service_zone_subnets
+from components.cluster import StorageArgs
+from components.cost_controls import CostControlArgs, CostControls, StackCostControls
+from components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService, ServingConfig
+from components.launch_template import RootVolume
+from components.naming import CLUSTER_TAG, child_name, unique_name
+from components.network import ClusterNetwork, ClusterNetworkArgs
+from components.purchase import OnDemand, Purchase
+from components.security import ClusterSecurity, ClusterSecurityArgs
+from components.user_data import ServingBoot, render_serving_user_data
+
+
+@dataclass
+class ServingStackArgs:
+    facts: InstanceFacts
+    serving: ServingConfig
+    region: str
+    layout: SubnetLayout
+    storage: StorageArgs
+    purchase: Purchase = field(default_factory=OnDemand)
+    ami_ssm_parameter: str | None = None
+    ami_id: str | None = None
+    ami_release: str | None = None
+    root_volume: RootVolume = field(default_factory=RootVolume)
+    scope: str = ""
+    cost_controls: CostControls = field(default_factory=CostControls)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class ServingStack(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: ServingStackArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:serving:ServingStack", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        identity = aws.get_caller_identity_output(opts=invoke)
+        partition = aws.get_partition_output(opts=invoke).partition
+        bucket_arn = pulumi.Output.concat("arn:", partition, ":s3:::", args.storage.bucket_name)
+        serving = args.serving
+        self.security = ClusterSecurity(
+            child_name(name, "security"),
+            ClusterSecurityArgs(
+                account_id=identity.account_id,
+                partition=partition,
+                region=args.region,
+                data_bucket_arn=bucket_arn,
+                extra_key_arns=[args.storage.data_key_arn] if args.storage.data_key_arn else [],
+                protect_key=False,
+                autoscaling=True,
+                scope=args.scope,
+                cluster=name,
+                alert_topic=args.cost_controls.alerts,
+                tags=args.tags,
+            ),
+            child,
+        )
+        extra = service_zone_subnets(args.layout, len(serving.zones) - 1)
+        self.network = ClusterNetwork(
+            child_name(name, "network"),
+            ClusterNetworkArgs(
+                layout=args.layout,
+                availability_zone=serving.zones[0],
+                region=args.region,
+                account_id=identity.account_id,
+                kms_key_arn=self.security.key.arn,
+                scope=args.scope,
+                extra_zones=tuple(
+                    (zone, private, public)
+                    for zone, (private, public) in zip(serving.zones[1:], extra, strict=True)
+                ),
+                tags=args.tags,
+            ),
+            child,
+        )
+        self.ami = resolve_ami(
+            AmiChoice(
+                architecture=args.facts.architecture,
+                image_id=args.ami_id,
+                ssm_parameter=args.ami_ssm_parameter,
+                release=args.ami_release,
+            ),
+            invoke,
+        )
+        group_name = f"gpu-cluster-{unique_name(name, args.scope)}-serving"
+        boot = pulumi.Output.from_input(args.storage.bucket_name).apply(
+            lambda bucket: render_serving_user_data(
+                ServingBoot(
+                    cluster=name,
+                    region=args.region,
+                    gpus_per_node=max(1, int(args.facts.gpus)),
+                    nvme_disk_count=args.facts.nvme_disk_count,
+                    bucket=bucket,
+                    model_prefix=serving.model_prefix,
+                    server_kind=serving.server_kind,
+                    image=serving.image,
+                    port=serving.port,
+                    server_args=serving.server_args,
+                    readiness_path=serving.readiness_path,
+                    batch_sizes=serving.preferred_batch_sizes,
+                    queue_delay_us=serving.max_queue_delay_us,
+                    warmup_seconds=serving.warmup_seconds,
+                    group_name=group_name,
+                    lifecycle_hook=LIFECYCLE_HOOK,
+                )
+            )
+        )
+        self.service = InferenceService(
+            child_name(name, "service"),
+            InferenceArgs(
+                serving=serving,
+                facts=args.facts,
+                group_name=group_name,
+                region=args.region,
+                account_id=identity.account_id,
+                partition=partition,
+                vpc_id=self.network.vpc.id,
+                private_subnet_ids=[s.id for s in self.network.service_private_subnets],
+                public_subnet_ids=[s.id for s in self.network.service_public_subnets],
+                node_security_group_id=self.network.node_security_group.id,
+                node_role_name=self.security.role.name,
+                instance_profile_arn=self.security.instance_profile.arn,
+                kms_key_arn=self.security.key.arn,
+                ami_id=self.ami.image_id,
+                root_device_name=self.ami.root_device,
+                ami_min_root_gib=self.ami.min_root_gib,
+                user_data=boot,
+                purchase=args.purchase,
+                root_volume=args.root_volume,
+                boot_dependencies=[
+                    *self.network.boot_dependencies,
+                    *self.security.boot_dependencies,
+                ],
+                tags={**args.tags, CLUSTER_TAG: name},
+            ),
+            child,
+        )
+        StackCostControls(
+            child_name(name, "cost"),
+            CostControlArgs(
+                controls=args.cost_controls,
+                stack=args.tags.get("gpu-cluster:stack", name),
+                region=args.region,
+                account_id=identity.account_id,
+                partition=partition,
+                kms_key_arn=self.security.key.arn,
+                node_count=serving.max_nodes,
+                group=self.service.group,
+                tags=args.tags,
+            ),
+            child,
+        )
+        self.url = self.service.url
+        self.register_outputs({"url": self.url, "groupName": self.service.group.name})
