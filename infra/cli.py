@@ -233,6 +233,9 @@ def cmd_cost(args: argparse.Namespace) -> int:
         dataset_gb=args.dataset_gb,
         flow_log_gb_per_month=args.flow_log_gb,
         trail_events_millions=args.trail_events_millions,
+        requests_per_second=args.requests_per_second,
+        kb_per_request=args.kb_per_request,
+        requests_per_gpu_second=args.requests_per_gpu_second,
         savings_plan_1y=args.savings_plan_1y,
         savings_plan_3y=args.savings_plan_3y,
     )
@@ -370,6 +373,12 @@ def parser() -> argparse.ArgumentParser:
     cost.add_argument(
         "--flow-log-gb", type=bounded(0, 1e9, "--flow-log-gb"), help="flow logs GB/month"
     )
+    for flag, what in (
+        ("--requests-per-second", "inference: requests per second at the load balancer"),
+        ("--kb-per-request", "inference: request + response size in KB"),
+        ("--requests-per-gpu-second", "inference: requests one GPU serves a second"),
+    ):
+        cost.add_argument(flag, type=bounded(0.001, 1e9, flag), help=what)
     cost.add_argument(
         "--trail-events-millions",
         type=bounded(0, 1e6, "--trail-events-millions"),

@@ -8,8 +8,9 @@ from dataclasses import replace
 
 from infra.aws.capacity_blocks import MAX_DAYS_DAILY
 from infra.cost.compare import BlockQuote, compare_options
-from infra.cost.model import Usage, estimate_cluster, estimate_data, is_gpu_line
+from infra.cost.model import Usage, estimate_cluster, estimate_data, estimate_serving, is_gpu_line
 from infra.cost.render import cost_json, estimate_text, options_text
+from infra.cost.serving import serving_summary, serving_text
 from infra.errors import AwsError
 from infra.outcome import OK, load_stack_spec
 from infra.validation import ResolvedCluster
@@ -48,8 +49,12 @@ def run_cost(
     spec = load_stack_spec(stack)
     if follow_schedule:
         usage = scheduled_usage(spec, usage)
+    serving = None
     if not isinstance(spec, ResolvedCluster):
         estimate, options = estimate_data(spec, usage), []
+    elif spec.inference is not None:
+        estimate, options = estimate_serving(spec, usage), []
+        serving = serving_summary(spec, usage)
     else:
         estimate = estimate_cluster(spec, usage)
         quote = None
@@ -60,12 +65,17 @@ def run_cost(
                 print(f"warning: no capacity block quote: {error}", file=sys.stderr)
         options = compare_options(spec, usage, block_quote=quote)
     if as_json:
-        json.dump(cost_json(stack, estimate, options), sys.stdout, indent=2)
+        document = cost_json(stack, estimate, options)
+        if serving is not None:
+            document["serving"] = serving
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return OK
     lines = estimate_text(stack, estimate)
     if options:
         rest = sum(line.monthly(usage) for line in estimate.lines if not is_gpu_line(line))
         lines += options_text(options, rest)
+    if serving is not None:
+        lines += serving_text(serving)
     print("\n".join(lines))
     return OK

@@ -1,0 +1,293 @@
+"""The inference stage: HTTPS (TLS 1.3) endpoint, two zones, scaling, Triton batching."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, plan_config
+
+from components.user_data import boot_script
+from infra import cli
+from infra.audit.command import plan_resources
+from infra.outcome import OK
+from infra.stack_files import load_stack_config
+from policy.pack import audit
+
+INFERENCE = load_stack_config("inference", ROOT)
+LISTENER = "aws:lb/listener:Listener"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+
+
+def planned(**settings):
+    config = dict(INFERENCE)
+    if settings:
+        inference = json.loads(config["gpu-cluster:inference"])
+        for path, value in settings.items():
+            target = inference
+            *parents, last = path.split(".")
+            for parent in parents:
+                target = target.setdefault(parent, {})
+            target[last] = value
+        config["gpu-cluster:inference"] = json.dumps(inference)
+    return plan_config(config, "inference")
+
+
+@pytest.fixture(scope="module")
+def plan():
+    result = planned()
+    assert result.error is None, result.error
+    return result
+
+
+def state(plan, name):
+    return plan.state(plan.named(name))
+
+
+def test_https_listener_with_tls13_and_the_validated_certificate(plan):
+    listeners = {r.inputs["port"]: r.inputs for r in plan.of_type(LISTENER)}
+    https, http = listeners[443], listeners[80]
+    assert https["protocol"] == "HTTPS"
+    assert https["sslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
+    validated = state(plan, "inference-service-certificate-valid")["certificateArn"]
+    assert (
+        https["certificateArn"] == validated == state(plan, "inference-service-certificate")["arn"]
+    )
+    (forward,) = https["defaultActions"]
+    assert forward["targetGroupArn"] == state(plan, "inference-service-targets")["arn"]
+    (redirect,) = http["defaultActions"]
+    assert redirect["type"] == "redirect"
+    assert redirect["redirect"] == {"protocol": "HTTPS", "port": "443", "statusCode": "HTTP_301"}
+
+
+def test_certificate_is_dns_validated_in_the_zone_and_the_name_points_at_the_alb(plan):
+    certificate = plan.named("inference-service-certificate").inputs
+    assert certificate == {
+        **certificate,
+        "domainName": "api.example.com",
+        "validationMethod": "DNS",
+    }
+    record = plan.named("inference-service-certificate-validation").inputs
+    option = state(plan, "inference-service-certificate")["domainValidationOptions"][0]
+    assert record["zoneId"] == "Z0123456789EXAMPLE"
+    assert record["name"] == option["resourceRecordName"] and record["type"] == "CNAME"
+    alias = plan.named("inference-service-alias").inputs
+    alb = state(plan, "inference-service-alb")
+    assert alias["name"] == "api.example.com" and alias["type"] == "A"
+    assert alias["aliases"][0]["name"] == alb["dnsName"]
+    assert plan.outputs["url"] == "https://api.example.com"
+
+
+def test_only_the_load_balancer_is_open_and_nodes_accept_only_it(plan):
+    alb_group = state(plan, "inference-service-alb-sg")["id"]
+    nodes_group = state(plan, "inference-network-nodes-sg")["id"]
+    world = [r.inputs for r in plan.of_type(INGRESS) if r.inputs.get("cidrIpv4") in ("0.0.0.0/0",)]
+    assert sorted((r["fromPort"], r["securityGroupId"]) for r in world) == [
+        (80, alb_group),
+        (443, alb_group),
+    ]
+    to_nodes = [
+        r.inputs for r in plan.of_type(INGRESS) if r.inputs["securityGroupId"] == nodes_group
+    ]
+    from_outside = [r for r in to_nodes if r.get("referencedSecurityGroupId") != nodes_group]
+    assert from_outside == [
+        {
+            **from_outside[0],
+            "referencedSecurityGroupId": alb_group,
+            "fromPort": 8000,
+            "toPort": 8000,
+            "ipProtocol": "tcp",
+        }
+    ]
+    (alb_out,) = [
+        r.inputs for r in plan.of_type(EGRESS) if r.inputs["securityGroupId"] == alb_group
+    ]
+    assert alb_out["referencedSecurityGroupId"] == nodes_group and alb_out["fromPort"] == 8000
+
+
+def test_two_zones_for_the_load_balancer_and_the_nodes(plan):
+    subnets = {r.name: r.inputs for r in plan.of_type("aws:ec2/subnet:Subnet")}
+    ids = {name: state(plan, name)["id"] for name in subnets}
+    group = plan.named("inference-service-group").inputs
+    zones = {
+        subnets[n]["availabilityZone"] for n, i in ids.items() if i in group["vpcZoneIdentifiers"]
+    }
+    assert zones == {"us-east-1a", "us-east-1b"}
+    alb = plan.named("inference-service-alb").inputs
+    alb_zones = {subnets[n]["availabilityZone"] for n, i in ids.items() if i in alb["subnets"]}
+    assert alb_zones == {"us-east-1a", "us-east-1b"}
+    for name, inputs in subnets.items():
+        if "public" in name:  # an ALB needs a /27 or larger in each zone
+            assert ipaddress.ip_network(inputs["cidrBlock"]).prefixlen <= 27
+    cidrs = [ipaddress.ip_network(i["cidrBlock"]) for i in subnets.values()]
+    assert not any(a.overlaps(b) for k, a in enumerate(cidrs) for b in cidrs[k + 1 :])
+    assert alb["dropInvalidHeaderFields"] is True and alb["enableDeletionProtection"] is True
+    assert alb["accessLogs"]["enabled"] is True
+
+
+def test_scaling_warmup_and_held_out_of_service_until_ready(plan):
+    group = plan.named("inference-service-group").inputs
+    assert (group["minSize"], group["maxSize"]) == (2, 6)
+    assert "desiredCapacity" not in group  # target tracking owns it
+    assert group["healthCheckType"] == "ELB" and group["healthCheckGracePeriod"] == 600
+    assert group["defaultInstanceWarmup"] == 600
+    (hook,) = group["initialLifecycleHooks"]
+    assert hook["lifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+    assert hook["heartbeatTimeout"] == 600 and hook["defaultResult"] == "ABANDON"
+    policy = plan.named("inference-service-scaling").inputs
+    assert policy["policyType"] == "TargetTrackingScaling"
+    assert policy["estimatedInstanceWarmup"] == 600
+    tracking = policy["targetTrackingConfiguration"]
+    assert tracking["targetValue"] == 1000
+    spec = tracking["predefinedMetricSpecification"]
+    alb, targets = state(plan, "inference-service-alb"), state(plan, "inference-service-targets")
+    assert spec == {
+        "predefinedMetricType": "ALBRequestCountPerTarget",
+        "resourceLabel": f"{alb['arnSuffix']}/{targets['arnSuffix']}",
+    }
+    launch = json.loads(plan.named("inference-service-node-launch").inputs["policy"])
+    assert launch["Statement"][0]["Action"] == "autoscaling:CompleteLifecycleAction"
+    assert launch["Statement"][0]["Resource"].endswith(
+        "autoScalingGroupName/gpu-cluster-inference-serving"
+    )
+
+
+def test_scaling_on_gpu_utilization():
+    result = planned(**{"scaling.metric": "gpuUtilization", "scaling.target": 70})
+    assert result.error is None
+    tracking = result.named("inference-service-scaling").inputs["targetTrackingConfiguration"]
+    custom = tracking["customizedMetricSpecification"]
+    assert (custom["namespace"], custom["metricName"]) == (
+        "gpu-cluster",
+        "nvidia_smi_utilization_gpu",
+    )
+    group = result.state(result.named("inference-service-group"))["name"]
+    assert custom["metricDimensions"] == [{"name": "AutoScalingGroupName", "value": group}]
+
+
+def test_user_data_carries_the_batching_settings(plan):
+    (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    script = base64.b64decode(template.inputs["userData"]).decode()
+    assert "BATCH_SIZES=4,8\n" in script and "QUEUE_DELAY_US=100\n" in script
+    assert "SERVER_IMAGE=nvcr.io/nvidia/tritonserver:25.01-py3\n" in script
+    assert "MODEL_PREFIX=models/\n" in script and "boot_unit gpu-cluster-model-server" in script
+    assert template.inputs["metadataOptions"]["httpTokens"] == "required"
+    assert "networkInterfaces" not in template.inputs  # no public IP
+    root = template.inputs["blockDeviceMappings"][0]["ebs"]
+    assert (
+        root["encrypted"] == "true"
+        and root["kmsKeyId"] == state(plan, "inference-security-key")["arn"]
+    )
+
+
+def test_dynamic_batching_is_written_into_every_model_config(tmp_path):
+    program = boot_script("gpu-cluster-model-server.sh").split("<<'PY'\n")[1].split("\nPY\n")[0]
+    (tmp_path / "resnet").mkdir()
+    (tmp_path / "resnet" / "config.pbtxt").write_text(
+        'name: "resnet"\nmax_batch_size: 16\ndynamic_batching { preferred_batch_size: [ 2 ] }\n'
+    )
+    (tmp_path / "bert").mkdir()
+    (tmp_path / "bert" / "config.pbtxt").write_text('name: "bert"\nmax_batch_size: 8\n')
+    env = {"GPUC_BATCH_SIZES": "4,8", "GPUC_QUEUE_DELAY_US": "100"}
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    for model in ("resnet", "bert"):
+        text = (tmp_path / model / "config.pbtxt").read_text()
+        assert text.count("dynamic_batching") == 1
+        assert "preferred_batch_size: [ 4, 8 ]" in text
+        assert "max_queue_delay_microseconds: 100" in text
+        assert "preferred_batch_size: [ 2 ]" not in text
+
+
+def test_access_logs_go_to_a_locked_down_bucket_the_elb_account_writes(plan):
+    policy = json.loads(plan.named("inference-service-alb-logs-policy").inputs["policy"])
+    (allow,) = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"AWS": "arn:aws:iam::127311923021:root"}  # us-east-1
+    assert allow["Resource"].endswith("/alb/AWSLogs/123456789012/*")
+
+
+def test_the_security_audit_passes_with_the_elb_controls(plan):
+    findings = {f.control.id: f for f in audit(plan_resources(plan))}
+    assert findings["ELB.1"].status == "pass" and findings["ELB.17"].status == "pass"
+    assert findings["EC2.18"].status == "pass"
+    assert not [f for f in findings.values() if f.status == "fail"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "path", "words"),
+    [
+        (
+            {"availabilityZones": ["us-east-1a"]},
+            "gpu-cluster:inference.availabilityZones",
+            "two or more",
+        ),
+        (
+            {
+                "tls": {
+                    "policy": "ELBSecurityPolicy-2016-08",
+                    "domain": "a.example.com",
+                    "hostedZoneId": "Z1",
+                }
+            },
+            "gpu-cluster:inference.tls.policy",
+            "TLS 1.3",
+        ),
+        ({"minNodes": 4, "maxNodes": 2}, "gpu-cluster:inference.maxNodes", "fewer than minNodes"),
+        (
+            {"tls": {"domain": "api.example.com"}},
+            "gpu-cluster:inference.tls.hostedZoneId",
+            "hosted zone",
+        ),
+        ({"tls": {}}, "gpu-cluster:inference.tls", "needs a certificate"),
+        (
+            {"tls": {"certificateArn": "not-an-arn"}},
+            "gpu-cluster:inference.tls.certificateArn",
+            "ACM",
+        ),
+    ],
+)
+def test_invalid_serving_configs_are_refused(settings, path, words):
+    inference = {**json.loads(INFERENCE["gpu-cluster:inference"]), **settings}
+    result = plan_config({**INFERENCE, "gpu-cluster:inference": json.dumps(inference)}, "inference")
+    assert result.error is not None
+    problems = {p.path: p for p in result.error.problems}
+    assert words in problems[path].problem and problems[path].fix
+
+
+def test_a_gpu_slice_cannot_serve():
+    result = plan_config({**INFERENCE, "gpu-cluster:instanceType": "g6f.large"}, "inference")
+    assert result.error is not None
+    assert any("fraction of a GPU" in p.problem for p in result.error.problems)
+
+
+def test_cost_at_min_and_max_and_per_thousand_requests(capsys):
+    assert cli.main(["cost", "--stack", "inference", "--json"]) == OK
+    serving = json.loads(capsys.readouterr().out)["serving"]
+    assert (serving["minNodes"], serving["maxNodes"]) == (2, 6)
+    assert serving["usdPerMonthAtMax"] > serving["usdPerMonthAtMin"] > 0
+    argv = ["cost", "--stack", "inference", "--requests-per-second", "200", "--json"]
+    assert cli.main(argv) == OK
+    busy = json.loads(capsys.readouterr().out)["serving"]
+    assert busy["nodesForLoad"] == 6  # 200 req/s at 25 per T4 needs 8: capped at the maximum
+    assert cli.main(["cost", "--stack", "inference"]) == OK
+    out = capsys.readouterr().out
+    assert re.search(r"\$[\d.]+ per 1,000 requests", out)
+    assert "Application Load Balancer" in out
+
+
+def test_plan_shows_the_endpoint_zones_scaling_and_server(capsys):
+    assert cli.main(["plan", "--stack", "inference"]) == OK
+    out = capsys.readouterr().out
+    assert (
+        "Endpoint: https://api.example.com (HTTPS, ELBSecurityPolicy-TLS13-1-2-Res-2021-06" in out
+    )
+    assert "Serving: 2-6 nodes across us-east-1a, us-east-1b" in out
+    assert "Batching: preferred [4, 8], max queue delay 100 us" in out
