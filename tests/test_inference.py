@@ -262,6 +262,13 @@ def test_invalid_serving_configs_are_refused(settings, path, words):
     assert words in problems[path].problem and problems[path].fix
 
 
+def test_an_air_gapped_service_cannot_pull_its_server():
+    network = json.dumps({"natGateway": False})
+    result = plan_config({**INFERENCE, "gpu-cluster:network": network}, "inference")
+    assert result.error is not None
+    assert [p.path for p in result.error.problems] == ["gpu-cluster:network.natGateway"]
+
+
 def test_a_gpu_slice_cannot_serve():
     result = plan_config({**INFERENCE, "gpu-cluster:instanceType": "g6f.large"}, "inference")
     assert result.error is not None

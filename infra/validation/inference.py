@@ -126,6 +126,17 @@ def check_inference(
                     f"pulumi config set --path inference.batching.preferredBatchSizes[{index}] 4",
                 )
             )
+    if not spec.network.nat_gateway:
+        found.append(
+            problem(
+                "network.natGateway",
+                False,
+                "the model server's container image comes from a public registry (nvcr.io, "
+                "Docker Hub) through the NAT gateway",
+                "true on an inference stack",
+                "pulumi config set --path network.natGateway true",
+            )
+        )
     prefix = settings.model_repository.strip("/")
     if not prefix or prefix.startswith(("s3:", "/")) or ".." in prefix:
         found.append(
