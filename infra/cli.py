@@ -176,7 +176,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
-    from infra.cost.model import estimate_cluster, estimate_data
+    from infra.cost.model import estimate_cluster, estimate_data, estimate_serving
     from infra.outcome import load_stack_spec
     from infra.stack_files import available_stacks, project_root
     from infra.validation import ResolvedCluster
@@ -188,7 +188,20 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         except CommandError as error:
             rows.append({"stack": stack, "error": str(error).splitlines()[0]})
             continue
-        if isinstance(spec, ResolvedCluster):
+        if isinstance(spec, ResolvedCluster) and spec.inference is not None:
+            serving = spec.inference
+            rows.append(
+                {
+                    "stack": stack,
+                    "stage": spec.tags.get("stage", "inference"),
+                    "instanceType": spec.facts.instance_type,
+                    "nodes": f"{serving.min_nodes}-{serving.max_nodes}",
+                    "gpus": spec.facts.gpus * serving.min_nodes,
+                    "purchaseOption": spec.purchase_option,
+                    "usdPerHour": round(estimate_serving(spec).hourly_usd, 2),  # at the minimum
+                }
+            )
+        elif isinstance(spec, ResolvedCluster):
             rows.append(
                 {
                     "stack": stack,
