@@ -4,7 +4,9 @@ stack (model repositories are a prefix of its bucket, read through the S3 gatewa
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -21,6 +23,23 @@ from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.purchase import OnDemand, Purchase
 from components.security import ClusterSecurity, ClusterSecurityArgs
 from components.user_data import ServingBoot, render_serving_user_data
+
+TRITON_METRICS_PORT = 8002
+
+
+def metrics_log_policy(log_group_arn: str) -> dict[str, Any]:
+    """The CloudWatch agent writes the model server's metrics into this log group only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ModelServerMetrics",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                "Resource": [log_group_arn, f"{log_group_arn}:*"],
+            }
+        ],
+    }
 
 
 @dataclass
@@ -96,6 +115,23 @@ class ServingStack(pulumi.ComponentResource):
             invoke,
         )
         group_name = f"gpu-cluster-{unique_name(name, args.scope)}-serving"
+        # Triton's Prometheus metrics, as CloudWatch embedded-metric logs (the key's Logs
+        # statement covers /gpu-cluster/<cluster>-* log groups).
+        metrics_port = TRITON_METRICS_PORT if serving.server_kind == "triton" else None
+        metrics_group = aws.cloudwatch.LogGroup(
+            child_name(name, "model-server-metrics"),
+            name=f"/gpu-cluster/{name}-model-server-metrics",
+            kms_key_id=self.security.key.arn,
+            retention_in_days=365,
+            tags=args.tags,
+            opts=child,
+        )
+        metrics_access = aws.iam.RolePolicy(
+            child_name(name, "model-server-metrics-access"),
+            role=self.security.role.name,
+            policy=metrics_group.arn.apply(lambda arn: json.dumps(metrics_log_policy(arn))),
+            opts=child,
+        )
         boot = pulumi.Output.from_input(args.storage.bucket_name).apply(
             lambda bucket: render_serving_user_data(
                 ServingBoot(
@@ -115,6 +151,8 @@ class ServingStack(pulumi.ComponentResource):
                     warmup_seconds=serving.warmup_seconds,
                     group_name=group_name,
                     lifecycle_hook=LIFECYCLE_HOOK,
+                    metrics_port=metrics_port,
+                    metrics_log_group=f"/gpu-cluster/{name}-model-server-metrics",
                 )
             )
         )
@@ -143,6 +181,7 @@ class ServingStack(pulumi.ComponentResource):
                 boot_dependencies=[
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,
+                    metrics_access,
                 ],
                 tags={**args.tags, CLUSTER_TAG: name},
             ),

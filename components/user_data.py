@@ -113,6 +113,8 @@ class ServingBoot:
     warmup_seconds: int
     group_name: str
     lifecycle_hook: str
+    metrics_port: int | None = None  # the server's Prometheus port (Triton: 8002)
+    metrics_log_group: str = ""
 
 
 def render_serving_user_data(boot: ServingBoot) -> str:
@@ -138,6 +140,8 @@ def render_serving_user_data(boot: ServingBoot) -> str:
             "WARMUP_SECONDS": str(boot.warmup_seconds),
             "GROUP_NAME": shlex.quote(boot.group_name),
             "LIFECYCLE_HOOK": shlex.quote(boot.lifecycle_hook),
+            "MODEL_METRICS_PORT": str(boot.metrics_port or "''"),
+            "MODEL_METRICS_LOG_GROUP": shlex.quote(boot.metrics_log_group),
             "BOOT_UNIT": boot_unit_function(),
             "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
             "GPU_METRICS_SCRIPT": boot_script("gpu-cluster-gpu-metrics.sh").rstrip("\n"),

@@ -298,3 +298,46 @@ def test_plan_shows_the_endpoint_zones_scaling_and_server(capsys):
     )
     assert "Serving: 2-6 nodes across us-east-1a, us-east-1b" in out
     assert "Batching: preferred [4, 8], max queue delay 100 us" in out
+
+
+@pytest.mark.parametrize("serving", [False, True])
+def test_metrics_agent_config_adds_the_model_server_only_when_serving(tmp_path, serving):
+    from conftest import write_stubs
+
+    etc, agent = tmp_path / "etc", tmp_path / "agent"
+    etc.mkdir()
+    (agent / "bin").mkdir(parents=True)
+    env_lines = ["REGION=us-east-1"]
+    if serving:
+        env_lines += ["MODEL_METRICS_PORT=8002", "MODEL_METRICS_LOG_GROUP=/gpu-cluster/x-metrics"]
+    (etc / "cluster.env").write_text("\n".join(env_lines) + "\n")
+    write_stubs(
+        agent / "bin", {"amazon-cloudwatch-agent-ctl": 'echo "$@" > "$(dirname "$0")/args"\n'}
+    )
+    script = tmp_path / "gpu-metrics"
+    script.write_text(boot_script("gpu-cluster-gpu-metrics.sh"))
+    env = {"PATH": "/usr/bin:/bin", "GPUC_ETC": str(etc), "GPUC_CWAGENT_DIR": str(agent)}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((agent / "etc" / "gpu-cluster.json").read_text())
+    assert config["metrics"]["metrics_collected"]["nvidia_gpu"]["measurement"] == [
+        "utilization_gpu"
+    ]
+    assert "fetch-config" in (agent / "bin" / "args").read_text()
+    if not serving:
+        assert "logs" not in config
+        return
+    prometheus = config["logs"]["metrics_collected"]["prometheus"]
+    assert prometheus["log_group_name"] == "/gpu-cluster/x-metrics"
+    assert prometheus["emf_processor"]["metric_namespace"] == "gpu-cluster/ModelServer"
+    assert "localhost:8002" in (agent / "etc" / "prometheus.yaml").read_text()
+
+
+def test_model_server_metrics_log_group_is_encrypted_and_the_node_may_write_it(plan):
+    group = plan.named("inference-model-server-metrics").inputs
+    assert group["name"] == "/gpu-cluster/inference-model-server-metrics"
+    assert group["kmsKeyId"] == state(plan, "inference-security-key")["arn"]
+    assert group["retentionInDays"] == 365
+    access = json.loads(plan.named("inference-model-server-metrics-access").inputs["policy"])
+    arn = state(plan, "inference-model-server-metrics")["arn"]
+    assert access["Statement"][0]["Resource"] == [arn, f"{arn}:*"]

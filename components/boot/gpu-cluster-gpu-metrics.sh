@@ -36,4 +36,53 @@ cat > "$config" <<'JSON'
   }
 }
 JSON
+# An inference node also sends the model server's Prometheus metrics (Triton's requests,
+# failures, queue and compute time per model) to CloudWatch as embedded metric format logs.
+if [ -n "${MODEL_METRICS_PORT:-}" ]; then
+  prometheus="$AGENT_DIR/etc/prometheus.yaml"
+  cat > "$prometheus" <<YAML
+global:
+  scrape_interval: 1m
+scrape_configs:
+  - job_name: model-server
+    static_configs:
+      - targets: ["localhost:$MODEL_METRICS_PORT"]
+YAML
+  GPUC_CONFIG="$config" GPUC_PROMETHEUS="$prometheus" GPUC_LOG_GROUP="$MODEL_METRICS_LOG_GROUP" \
+    python3 - <<'PY'
+import json
+import os
+
+path = os.environ["GPUC_CONFIG"]
+config = json.load(open(path))
+config["logs"] = {
+    "metrics_collected": {
+        "prometheus": {
+            "log_group_name": os.environ["GPUC_LOG_GROUP"],
+            "prometheus_config_path": os.environ["GPUC_PROMETHEUS"],
+            "emf_processor": {
+                "metric_declaration_dedup": True,
+                "metric_namespace": "gpu-cluster/ModelServer",
+                "metric_declaration": [
+                    {
+                        "source_labels": ["job"],
+                        "label_matcher": "^model-server$",
+                        "dimensions": [["model"]],
+                        "metric_selectors": [
+                            "^nv_inference_request_success$",
+                            "^nv_inference_request_failure$",
+                            "^nv_inference_count$",
+                            "^nv_inference_exec_count$",
+                            "^nv_inference_queue_duration_us$",
+                            "^nv_inference_compute_infer_duration_us$",
+                        ],
+                    }
+                ],
+            },
+        }
+    }
+}
+json.dump(config, open(path, "w"), indent=2)
+PY
+fi
 "$CTL" -a fetch-config -m ec2 -s -c "file:$config" && log "publishing GPU utilization"
