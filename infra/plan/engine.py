@@ -140,8 +140,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 retain_on_delete=bool(request.retainOnDelete),
                 ignore_changes=tuple(request.ignoreChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace),
-                property_dependencies={
-                    key: tuple(deps.urns) for key, deps in request.propertyDependencies.items()
+                property_dependencies={  # sorted: arrival order varies from run to run
+                    key: tuple(sorted(deps.urns))
+                    for key, deps in request.propertyDependencies.items()
                 },
                 replacement_trigger=(
                     placeholders(json_format.MessageToDict(request.replacement_trigger))
