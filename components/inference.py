@@ -69,6 +69,8 @@ class InferenceArgs:
     serving: ServingConfig
     facts: InstanceFacts
     group_name: str
+    load_balancer_name: str  # 32 characters at most (ELB)
+    target_group_name: str
     region: str
     account_id: pulumi.Input[str]
     partition: pulumi.Input[str]
@@ -175,6 +177,7 @@ class InferenceService(pulumi.ComponentResource):
         certificate_arn = self._certificate(name, child)
         self.load_balancer = aws.lb.LoadBalancer(
             child_name(name, "alb"),
+            name=args.load_balancer_name,
             load_balancer_type="application",
             internal=False,
             security_groups=[self.load_balancer_group.id],
@@ -187,6 +190,7 @@ class InferenceService(pulumi.ComponentResource):
         )
         self.target_group = aws.lb.TargetGroup(
             child_name(name, "targets"),
+            name=args.target_group_name,
             port=s.port,
             protocol="HTTP",
             target_type="instance",

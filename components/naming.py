@@ -40,3 +40,14 @@ def unique_name(name: str, scope: str = "") -> str:
 
 def node_name(index: int) -> str:
     return f"node-{index}"
+
+
+def bounded_name(text: str, limit: int = 32) -> str:
+    """A physical name within an AWS length limit (load balancers and target groups: 32),
+    kept unique by a short hash of the whole name when it has to be cut."""
+    if len(text) <= limit:
+        return text
+    import hashlib
+
+    digest = hashlib.sha256(text.encode()).hexdigest()[:6]
+    return f"{text[: limit - 7].rstrip('-')}-{digest}"

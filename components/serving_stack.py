@@ -18,7 +18,7 @@ from components.cluster import StorageArgs
 from components.cost_controls import CostControlArgs, CostControls, StackCostControls
 from components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService, ServingConfig
 from components.launch_template import RootVolume
-from components.naming import CLUSTER_TAG, child_name, unique_name
+from components.naming import CLUSTER_TAG, bounded_name, child_name, unique_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.purchase import OnDemand, Purchase
 from components.security import ClusterSecurity, ClusterSecurityArgs
@@ -162,6 +162,8 @@ class ServingStack(pulumi.ComponentResource):
                 serving=serving,
                 facts=args.facts,
                 group_name=group_name,
+                load_balancer_name=bounded_name(f"gpuc-{unique_name(name, args.scope)}"),
+                target_group_name=bounded_name(f"gpuc-{unique_name(name, args.scope)}-tg"),
                 region=args.region,
                 account_id=identity.account_id,
                 partition=partition,

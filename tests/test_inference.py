@@ -341,3 +341,17 @@ def test_model_server_metrics_log_group_is_encrypted_and_the_node_may_write_it(p
     access = json.loads(plan.named("inference-model-server-metrics-access").inputs["policy"])
     arn = state(plan, "inference-model-server-metrics")["arn"]
     assert access["Statement"][0]["Resource"] == [arn, f"{arn}:*"]
+
+
+def test_load_balancer_and_target_group_names_fit_the_32_character_limit():
+    config = {**INFERENCE, "gpu-cluster:clusterName": "serving-long-name-20"}
+    result = plan_config(config, "inference-production-eu")
+    assert result.error is None, result.error
+    names = [
+        r.inputs["name"]
+        for r in result.resources
+        if r.type in ("aws:lb/loadBalancer:LoadBalancer", "aws:lb/targetGroup:TargetGroup")
+    ]
+    assert len(names) == 2 and len(set(names)) == 2
+    assert all(len(n) <= 32 and re.fullmatch(r"[a-zA-Z0-9-]+", n) for n in names)
+    assert not any(n.startswith("internal-") or n.endswith("-") for n in names)
