@@ -62,13 +62,13 @@ class ServingConfig:
     scaling_metric: str  # requestCount | gpuUtilization
     scaling_target: float
     warmup_seconds: int
+    deletion_protection: bool = True
 
 
 @dataclass
 class InferenceArgs:
     serving: ServingConfig
     facts: InstanceFacts
-    group_name: str
     load_balancer_name: str  # 32 characters at most (ELB)
     target_group_name: str
     region: str
@@ -121,16 +121,27 @@ def load_balancer_log_policy(bucket_arn: str, account_id: str, region: str) -> d
 
 
 def complete_launch_policy(group_arn: str) -> dict[str, Any]:
-    """A node may put itself in service once its model server is ready - in this group only."""
+    """A node may keep its launch hook open and put itself in service once its model server
+    is ready - in this stack's group only (found by the group's name prefix: the group is
+    autonamed, so a replacement can be created before the old one is deleted)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
             {
                 "Sid": "CompleteOwnLaunch",
                 "Effect": "Allow",
-                "Action": "autoscaling:CompleteLifecycleAction",
+                "Action": [
+                    "autoscaling:CompleteLifecycleAction",
+                    "autoscaling:RecordLifecycleActionHeartbeat",
+                ],
                 "Resource": group_arn,
-            }
+            },
+            {
+                "Sid": "FindOwnGroup",
+                "Effect": "Allow",
+                "Action": "autoscaling:DescribeAutoScalingInstances",
+                "Resource": "*",  # Describe calls take no resource scope
+            },
         ],
     }
 
@@ -183,7 +194,7 @@ class InferenceService(pulumi.ComponentResource):
             security_groups=[self.load_balancer_group.id],
             subnets=args.public_subnet_ids,
             drop_invalid_header_fields=True,
-            enable_deletion_protection=True,
+            enable_deletion_protection=s.deletion_protection,
             access_logs={"bucket": logs.id, "prefix": LOG_PREFIX, "enabled": True},
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.log_policy]),
@@ -259,7 +270,8 @@ class InferenceService(pulumi.ComponentResource):
             policy_type="TargetTrackingScaling",
             estimated_instance_warmup=s.warmup_seconds,
             target_tracking_configuration=scaling_configuration(s, label, self.group.name),
-            opts=child,
+            # ALBRequestCountPerTarget needs the target group behind a listener
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.https]),
         )
         host = s.domain or None
         self.url = (
@@ -416,14 +428,15 @@ class InferenceService(pulumi.ComponentResource):
             role=a.node_role_name,
             policy=pulumi.Output.all(a.partition, a.account_id).apply(
                 lambda v: json.dumps(
-                    complete_launch_policy(group_arn_pattern(v[0], a.region, v[1], a.group_name))
+                    complete_launch_policy(
+                        group_arn_pattern(v[0], a.region, v[1], f"{child_name(name, 'group')}-*")
+                    )
                 )
             ),
             opts=child,
         )
         return aws.autoscaling.Group(
             child_name(name, "group"),
-            name=a.group_name,
             min_size=s.min_nodes,
             max_size=s.max_nodes,
             vpc_zone_identifiers=a.private_subnet_ids,

@@ -45,9 +45,11 @@ def node_name(index: int) -> str:
 def bounded_name(text: str, limit: int = 32) -> str:
     """A physical name within an AWS length limit (load balancers and target groups: 32),
     kept unique by a short hash of the whole name when it has to be cut."""
-    if len(text) <= limit:
-        return text
     import hashlib
+    import re
 
+    safe = re.sub(r"[^a-zA-Z0-9-]", "-", text)  # ELB names: letters, digits and hyphens
+    if len(safe) <= limit and safe == text:
+        return safe
     digest = hashlib.sha256(text.encode()).hexdigest()[:6]
-    return f"{text[: limit - 7].rstrip('-')}-{digest}"
+    return f"{safe[: limit - 7].rstrip('-')}-{digest}"

@@ -114,7 +114,6 @@ class ServingStack(pulumi.ComponentResource):
             ),
             invoke,
         )
-        group_name = f"gpu-cluster-{unique_name(name, args.scope)}-serving"
         # Triton's Prometheus metrics, as CloudWatch embedded-metric logs (the key's Logs
         # statement covers /gpu-cluster/<cluster>-* log groups).
         metrics_port = TRITON_METRICS_PORT if serving.server_kind == "triton" else None
@@ -149,7 +148,6 @@ class ServingStack(pulumi.ComponentResource):
                     batch_sizes=serving.preferred_batch_sizes,
                     queue_delay_us=serving.max_queue_delay_us,
                     warmup_seconds=serving.warmup_seconds,
-                    group_name=group_name,
                     lifecycle_hook=LIFECYCLE_HOOK,
                     metrics_port=metrics_port,
                     metrics_log_group=f"/gpu-cluster/{name}-model-server-metrics",
@@ -161,9 +159,12 @@ class ServingStack(pulumi.ComponentResource):
             InferenceArgs(
                 serving=serving,
                 facts=args.facts,
-                group_name=group_name,
                 load_balancer_name=bounded_name(f"gpuc-{unique_name(name, args.scope)}"),
-                target_group_name=bounded_name(f"gpuc-{unique_name(name, args.scope)}-tg"),
+                # the port is in the name: a new port is a new target group, created before
+                # the old one is deleted (a fixed name would collide)
+                target_group_name=bounded_name(
+                    f"gpuc-{unique_name(name, args.scope)}-{serving.port}"
+                ),
                 region=args.region,
                 account_id=identity.account_id,
                 partition=partition,

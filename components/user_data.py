@@ -111,7 +111,6 @@ class ServingBoot:
     batch_sizes: tuple[int, ...]
     queue_delay_us: int
     warmup_seconds: int
-    group_name: str
     lifecycle_hook: str
     metrics_port: int | None = None  # the server's Prometheus port (Triton: 8002)
     metrics_log_group: str = ""
@@ -138,7 +137,6 @@ def render_serving_user_data(boot: ServingBoot) -> str:
             "BATCH_SIZES": ",".join(str(size) for size in boot.batch_sizes),
             "QUEUE_DELAY_US": str(boot.queue_delay_us),
             "WARMUP_SECONDS": str(boot.warmup_seconds),
-            "GROUP_NAME": shlex.quote(boot.group_name),
             "LIFECYCLE_HOOK": shlex.quote(boot.lifecycle_hook),
             "MODEL_METRICS_PORT": str(boot.metrics_port or "''"),
             "MODEL_METRICS_LOG_GROUP": shlex.quote(boot.metrics_log_group),

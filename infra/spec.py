@@ -163,7 +163,7 @@ class InferenceSpec(StrictModel):
     """role: inference - a model server behind an HTTPS load balancer, across zones."""
 
     availability_zones: list[str] = Field(default_factory=list)  # two or more
-    min_nodes: ConfigInt = Field(2, ge=0)
+    min_nodes: ConfigInt = Field(2, ge=1)  # scaling needs a node to measure
     max_nodes: ConfigInt = Field(6, ge=1)
     model_repository: str = "models/"  # a prefix of the data bucket
     server: ModelServerSpec = Field(default_factory=ModelServerSpec)
@@ -171,6 +171,7 @@ class InferenceSpec(StrictModel):
     tls: EndpointTlsSpec = Field(default_factory=EndpointTlsSpec)
     scaling: InferenceScalingSpec = Field(default_factory=InferenceScalingSpec)
     warmup_seconds: ConfigInt = Field(600, ge=60, le=3600)  # model download + load
+    deletion_protection: ConfigBool = True  # set false before `pulumi destroy`
 
 
 PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]

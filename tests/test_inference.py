@@ -152,10 +152,16 @@ def test_scaling_warmup_and_held_out_of_service_until_ready(plan):
         "resourceLabel": f"{alb['arnSuffix']}/{targets['arnSuffix']}",
     }
     launch = json.loads(plan.named("inference-service-node-launch").inputs["policy"])
-    assert launch["Statement"][0]["Action"] == "autoscaling:CompleteLifecycleAction"
-    assert launch["Statement"][0]["Resource"].endswith(
-        "autoScalingGroupName/gpu-cluster-inference-serving"
-    )
+    own = launch["Statement"][0]
+    assert own["Action"] == [
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    ]
+    group_name = state(plan, "inference-service-group")["name"]
+    prefix = own["Resource"].split("autoScalingGroupName/")[1]
+    assert prefix == "inference-service-group-*" and group_name.startswith(prefix[:-1])
+    scaling = plan.named("inference-service-scaling")
+    assert plan.named("inference-service-https").urn in scaling.dependencies
 
 
 def test_scaling_on_gpu_utilization():
@@ -205,6 +211,35 @@ def test_dynamic_batching_is_written_into_every_model_config(tmp_path):
         assert "preferred_batch_size: [ 4, 8 ]" in text
         assert "max_queue_delay_microseconds: 100" in text
         assert "preferred_batch_size: [ 2 ]" not in text
+
+
+def test_batching_leaves_unbatched_models_and_ensembles_alone_and_caps_sizes(tmp_path):
+    program = boot_script("gpu-cluster-model-server.sh").split("<<'PY'\n")[1].split("\nPY\n")[0]
+    configs = {
+        "unbatched": 'name: "unbatched"\nmax_batch_size: 0\n',
+        "pipeline": 'name: "pipeline"\nplatform: "ensemble"\nmax_batch_size: 8\n',
+        "small": 'name: "small"\nmax_batch_size: 4\n',
+    }
+    for model, text in configs.items():
+        (tmp_path / model).mkdir()
+        (tmp_path / model / "config.pbtxt").write_text(text)
+    env = {"GPUC_BATCH_SIZES": "4,8", "GPUC_QUEUE_DELAY_US": "100"}
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    for model in ("unbatched", "pipeline"):  # Triton refuses batching there
+        assert (tmp_path / model / "config.pbtxt").read_text() == configs[model]
+    small = (tmp_path / "small" / "config.pbtxt").read_text()
+    assert "preferred_batch_size: [ 4 ]" in small  # 8 is above its max_batch_size
+
+
+def test_the_container_has_its_own_unit_not_the_boot_steps():
+    """The boot step runs as gpu-cluster-model-server.service: rewriting and starting that
+    unit from inside it would wait on itself for ever."""
+    script = boot_script("gpu-cluster-model-server.sh")
+    assert "/etc/systemd/system/gpu-cluster-model-server.service" not in script
+    assert "systemctl enable --now gpu-cluster-model-container.service" in script
 
 
 def test_access_logs_go_to_a_locked_down_bucket_the_elb_account_writes(plan):
@@ -354,4 +389,7 @@ def test_load_balancer_and_target_group_names_fit_the_32_character_limit():
     ]
     assert len(names) == 2 and len(set(names)) == 2
     assert all(len(n) <= 32 and re.fullmatch(r"[a-zA-Z0-9-]+", n) for n in names)
+    from components.naming import bounded_name
+
+    assert re.fullmatch(r"[a-zA-Z0-9-]+", bounded_name("gpuc-serving-prod_eu.1"))
     assert not any(n.startswith("internal-") or n.endswith("-") for n in names)

@@ -43,16 +43,26 @@ def without_dynamic_batching(text: str) -> str:
 
 
 for config in pathlib.Path(sys.argv[1]).glob("*/config.pbtxt"):
-    text = without_dynamic_batching(config.read_text()).rstrip("\n")
-    config.write_text(f"{text}\n{block}")
-    print(f"dynamic batching on for {config.parent.name}")
+    text = config.read_text()
+    found = re.search(r"\bmax_batch_size\s*:\s*(\d+)", text)
+    largest = int(found.group(1)) if found else 0
+    if largest == 0 or re.search(r'\bplatform\s*:\s*"ensemble"', text):
+        print(f"{config.parent.name}: no batching dimension or an ensemble; left as it is")
+        continue
+    wanted = [int(s) for s in os.environ["GPUC_BATCH_SIZES"].split(",")]
+    fitting = [s for s in wanted if s <= largest] or [largest]
+    model_block = block.replace(sizes, ", ".join(str(s) for s in fitting))
+    text = without_dynamic_batching(text).rstrip("\n")
+    config.write_text(f"{text}\n{model_block}")
+    print(f"dynamic batching on for {config.parent.name}: {fitting}")
 PY
   command=(tritonserver --model-repository=/models --http-port="$SERVER_PORT" --metrics-port=8002)
 else
   command=(--model /models --port "$SERVER_PORT")
 fi
 read -r -a extra <<<"$SERVER_ARGS"
-cat > /etc/systemd/system/gpu-cluster-model-server.service <<UNIT
+# Its own unit: this script runs inside the boot step's unit (gpu-cluster-model-server).
+cat > /etc/systemd/system/gpu-cluster-model-container.service <<UNIT
 [Unit]
 Description=gpu-cluster: model server ($SERVER_IMAGE)
 After=docker.service network-online.target
@@ -66,20 +76,29 @@ RestartSec=10
 WantedBy=multi-user.target
 UNIT
 systemctl daemon-reload
-systemctl enable --now gpu-cluster-model-server.service
+systemctl enable --now gpu-cluster-model-container.service
+token="$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token)"
+instance="$(curl -fsS -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/meta-data/instance-id)"
+group="$(aws autoscaling describe-auto-scaling-instances --region "$REGION" --instance-ids "$instance" \
+  --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)"
+# Keep the launch hook open while the server loads (each heartbeat restarts its timeout).
+heartbeat() {
+  aws autoscaling record-lifecycle-action-heartbeat --region "$REGION" \
+    --auto-scaling-group-name "$group" --lifecycle-hook-name "$LIFECYCLE_HOOK" \
+    --instance-id "$instance" >/dev/null || true
+}
 ready=""
-for _ in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
+for tick in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
   if curl -fsS -o /dev/null "http://127.0.0.1:$SERVER_PORT$READINESS_PATH"; then
     ready=yes
     break
   fi
+  [ $((tick % 6)) -eq 1 ] && heartbeat
   sleep 10
 done
-token="$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token)"
-instance="$(curl -fsS -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/meta-data/instance-id)"
 result=ABANDON
 [ -n "$ready" ] && result=CONTINUE
 log "readiness ${ready:-never answered}: $result"
-aws autoscaling complete-lifecycle-action --region "$REGION" --auto-scaling-group-name "$GROUP_NAME" \
+aws autoscaling complete-lifecycle-action --region "$REGION" --auto-scaling-group-name "$group" \
   --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$instance" --lifecycle-action-result "$result"
 [ -n "$ready" ]

@@ -170,6 +170,7 @@ def check_inference(
             scaling_metric=settings.scaling.metric,
             scaling_target=settings.scaling.target,
             warmup_seconds=settings.warmup_seconds,
+            deletion_protection=settings.deletion_protection,
         ),
         [],
     )
