@@ -118,9 +118,10 @@ class CostControlArgs:
     account_id: pulumi.Input[str]
     partition: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]
-    node_count: int
+    node_count: int  # a group's size when it runs (a service: its maximum)
     instance: aws.ec2.Instance | None = None  # the dev box, or
     group: aws.autoscaling.Group | None = None  # the cluster's node group
+    serving_min: int | None = None  # a service: its minimum (scaling sizes it from there)
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -215,8 +216,11 @@ def budget_action_policy(instance_arn: str) -> dict[str, Any]:
     }
 
 
-def alerts_topic_policy(topic_arn: str, account_id: str, partition: str) -> dict[str, Any]:
-    """AWS Budgets may publish to the stack's topic (AWS's documented SNS policy for Budgets)."""
+def alerts_topic_policy(
+    topic_arn: str, account_id: str, partition: str, region: str
+) -> dict[str, Any]:
+    """AWS Budgets (AWS's documented SNS policy for Budgets) and this account's CloudWatch
+    alarms may publish to the stack's topic; the policy replaces the topic's default one."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -230,7 +234,20 @@ def alerts_topic_policy(topic_arn: str, account_id: str, partition: str) -> dict
                     "StringEquals": {"aws:SourceAccount": account_id},
                     "ArnLike": {"aws:SourceArn": f"arn:{partition}:budgets::{account_id}:*"},
                 },
-            }
+            },
+            {
+                "Sid": "AlarmsPublish",
+                "Effect": "Allow",
+                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                "Action": "SNS:Publish",
+                "Resource": topic_arn,
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": account_id},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{partition}:cloudwatch:{region}:{account_id}:alarm:*"
+                    },
+                },
+            },
         ],
     }
 
@@ -244,19 +261,24 @@ def stop_target(instance_id: str | None, group_name: str | None) -> tuple[str, s
 
 
 def start_target(
-    instance_id: str | None, group_name: str | None, nodes: int, minimum: int
+    instance_id: str | None,
+    group_name: str | None,
+    nodes: int,
+    minimum: int,
+    desired: int | None = None,
 ) -> tuple[str, str]:
-    """``minimum``: the group's own minimum (0 when the idle stop may empty it)."""
+    """``minimum``: the group's own minimum (0 when the idle stop may empty it); ``desired``
+    None leaves the size to the group's scaling (a service starts at its minimum)."""
     if instance_id:
         return "ec2:startInstances", json.dumps({"InstanceIds": [instance_id]})
-    return "autoscaling:updateAutoScalingGroup", json.dumps(
-        {
-            "AutoScalingGroupName": group_name,
-            "MinSize": minimum,
-            "MaxSize": nodes,
-            "DesiredCapacity": nodes,
-        }
-    )
+    update: dict[str, Any] = {
+        "AutoScalingGroupName": group_name,
+        "MinSize": minimum,
+        "MaxSize": nodes,
+    }
+    if desired is not None:
+        update["DesiredCapacity"] = desired
+    return "autoscaling:updateAutoScalingGroup", json.dumps(update)
 
 
 def at_expression(moment: datetime) -> str:
@@ -298,7 +320,7 @@ class StackCostControls(pulumi.ComponentResource):
             child_name(name, "alerts-policy"),
             arn=topic.arn,
             policy=pulumi.Output.all(topic.arn, a.account_id, a.partition).apply(
-                lambda v: json.dumps(alerts_topic_policy(*v))
+                lambda v: json.dumps(alerts_topic_policy(*v, a.region))
             ),
             opts=self.child,
         )
@@ -384,8 +406,11 @@ class StackCostControls(pulumi.ComponentResource):
         group_name = a.group.name if a.group is not None else None
         targets = pulumi.Output.all(instance_id, group_name)
         stop = targets.apply(lambda v: stop_target(v[0], v[1]))
-        minimum = 0 if controls.idle_stop else a.node_count
-        start = targets.apply(lambda v: start_target(v[0], v[1], a.node_count, minimum))
+        if a.serving_min is not None:
+            minimum, desired = a.serving_min, None
+        else:
+            minimum, desired = (0 if controls.idle_stop else a.node_count), a.node_count
+        start = targets.apply(lambda v: start_target(v[0], v[1], a.node_count, minimum, desired))
         opts = pulumi.ResourceOptions(parent=self, depends_on=[policy])
 
         def schedule(suffix: str, expression: str, timezone: str, target, description: str):

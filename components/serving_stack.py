@@ -201,6 +201,7 @@ class ServingStack(pulumi.ComponentResource):
                 kms_key_arn=self.security.key.arn,
                 node_count=serving.max_nodes,
                 group=self.service.group,
+                serving_min=serving.min_nodes,
                 tags=args.tags,
             ),
             child,

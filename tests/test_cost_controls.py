@@ -286,3 +286,49 @@ def test_resume_starts_the_box_and_sizes_the_group_back():
     assert resume("train", "us-east-1", 4, ec2, autoscaling) == [
         "group train-nodes already wants 4 node(s)"
     ]
+
+
+def test_a_services_schedule_starts_it_at_its_minimum_and_lets_scaling_size_it():
+    config = {**load_stack_config("inference", ROOT), "gpu-cluster:schedule": WORKING_HOURS}
+    plan = planned(config, "inference")
+    schedules = {s.name: s.inputs for s in plan.of_type(SCHEDULE)}
+    start = json.loads(schedules["inference-cost-schedule-start"]["target"]["input"])
+    assert start["MinSize"] == 2 and start["MaxSize"] == 6
+    assert "DesiredCapacity" not in start  # target tracking decides between 2 and 6
+    assert plan.of_type(ALARM) == []  # no idle stop for a service
+
+
+def test_the_alert_topic_admits_this_accounts_alarms_and_budgets():
+    plan = planned(DEV, "dev")
+    statements = {
+        s["Sid"]: s
+        for s in json.loads(plan.named("dev-cost-alerts-policy").inputs["policy"])["Statement"]
+    }
+    alarms = statements["AlarmsPublish"]
+    assert alarms["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert alarms["Condition"]["ArnLike"]["aws:SourceArn"] == (
+        "arn:aws:cloudwatch:us-east-1:123456789012:alarm:*"
+    )
+    assert statements["BudgetsPublish"]["Principal"] == {"Service": "budgets.amazonaws.com"}
+
+
+@mock_aws
+def test_resume_restores_the_groups_own_minimum():
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ec2.create_launch_template(LaunchTemplateName="tpl", LaunchTemplateData={"ImageId": image})
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName="svc",
+        LaunchTemplate={"LaunchTemplateName": "tpl"},
+        MinSize=0,
+        MaxSize=6,
+        DesiredCapacity=0,
+        AvailabilityZones=["us-east-1a"],
+        Tags=[{"Key": "gpu-cluster:stack", "Value": "inference", "PropagateAtLaunch": True}],
+    )
+    assert resume("inference", "us-east-1", 2, ec2, autoscaling, 2, 6) == [
+        "group svc: 0 -> 2 node(s)"
+    ]
+    (group,) = autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]
+    assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == (2, 6, 2)

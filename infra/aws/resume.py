@@ -35,8 +35,17 @@ def stack_groups(autoscaling: Any, stack: str) -> list[dict[str, Any]]:
     return list(groups)
 
 
-def resume(stack: str, region: str, nodes: int, ec2: Any, autoscaling: Any) -> list[str]:
-    """What was brought back, one line each."""
+def resume(
+    stack: str,
+    region: str,
+    nodes: int,
+    ec2: Any,
+    autoscaling: Any,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> list[str]:
+    """What was brought back, one line each. ``nodes``: the size to run at; ``minimum`` and
+    ``maximum``: the group's own bounds (a service scales between them)."""
     done = []
     for group in stack_groups(autoscaling, stack):
         name = group["AutoScalingGroupName"]
@@ -48,7 +57,8 @@ def resume(stack: str, region: str, nodes: int, ec2: Any, autoscaling: Any) -> l
             "autoscaling",
             "UpdateAutoScalingGroup",
             AutoScalingGroupName=name,
-            MaxSize=max(nodes, group["MaxSize"]),
+            MinSize=group["MinSize"] if minimum is None else minimum,
+            MaxSize=max(nodes, group["MaxSize"] if maximum is None else maximum),
             DesiredCapacity=nodes,
         )
         done.append(f"group {name}: {group['DesiredCapacity']} -> {nodes} node(s)")
@@ -61,12 +71,20 @@ def resume(stack: str, region: str, nodes: int, ec2: Any, autoscaling: Any) -> l
 
 def run_resume(stack: str) -> int:
     spec = load_cluster_spec(stack)
+    if spec.inference is not None:  # a service comes back at its minimum, scaling from there
+        nodes = minimum = spec.inference.min_nodes
+        maximum = spec.inference.max_nodes
+    else:
+        nodes, maximum = spec.node_count, spec.node_count
+        minimum = 0 if spec.cost_controls.idle_stop else spec.node_count
     done = resume(
         spec.stack,
         spec.region,
-        spec.node_count,
+        nodes,
         client("ec2", spec.region),
         client("autoscaling", spec.region),
+        minimum,
+        maximum,
     )
     print("\n".join(done) if done else f"nothing of stack '{stack}' is stopped in {spec.region}")
     return OK
