@@ -332,3 +332,13 @@ def test_resume_restores_the_groups_own_minimum():
     ]
     (group,) = autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]
     assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == (2, 6, 2)
+
+
+def test_a_schedule_across_midnight_needs_every_day():
+    late = json.dumps({"days": "MON-FRI", "start": "20:00", "stop": "02:00"})
+    plan = plan_config({**DEV, "gpu-cluster:schedule": late}, "dev")
+    assert plan.error is not None
+    (problem,) = plan.error.problems
+    assert problem.path == "gpu-cluster:schedule.days" and "midnight" in problem.problem
+    nightly = json.dumps({"days": "*", "start": "20:00", "stop": "02:00"})
+    assert plan_config({**DEV, "gpu-cluster:schedule": nightly}, "dev").error is None

@@ -393,3 +393,19 @@ def test_load_balancer_and_target_group_names_fit_the_32_character_limit():
 
     assert re.fullmatch(r"[a-zA-Z0-9-]+", bounded_name("gpuc-serving-prod_eu.1"))
     assert not any(n.startswith("internal-") or n.endswith("-") for n in names)
+
+
+def test_server_arguments_must_survive_a_systemd_command_line():
+    inference = json.loads(INFERENCE["gpu-cluster:inference"])
+    inference["server"] = {"args": ["--log-verbose=1", "--model-control-mode explicit"]}
+    result = plan_config({**INFERENCE, "gpu-cluster:inference": json.dumps(inference)}, "inference")
+    assert result.error is not None
+    assert [p.path for p in result.error.problems] == ["gpu-cluster:inference.server.args[1]"]
+
+
+def test_diff_knows_a_new_port_replaces_the_target_group(capsys):
+    argv = ["diff", "--stack", "inference", "--set-path", "inference.server.port=8080", "--json"]
+    assert cli.main(argv) == OK
+    changes = {c["role"]: c for c in json.loads(capsys.readouterr().out)["changes"]}
+    assert changes["service-targets"]["change"] == "replace"
+    assert changes["service-https"]["change"] == "update"  # forwards to the new group

@@ -201,10 +201,15 @@ def _count(value: Any) -> int | None:
 def node_impact(change: Change) -> list[str]:
     """What a change does to running nodes and their NVMe scratch, before it happens."""
     if change.type == GROUP:
-        if change.kind == "replace":
+        if change.kind == "replace" and change.delete_before_replace:
             return [
                 "every node is terminated before the new group launches (delete-before-replace): "
                 "a running job stops and the nodes' NVMe scratch is wiped"
+            ]
+        if change.kind == "replace":
+            return [
+                "a new group launches, then the old one and its nodes are deleted: work on the "
+                "old nodes stops and their NVMe scratch is wiped"
             ]
         if change.kind == "remove":
             return ["every node is terminated: a running job stops"]

@@ -129,4 +129,28 @@ REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
     "aws:budgets/budget:Budget": ("name", "namePrefix", "accountId"),
     "aws:sns/topic:Topic": ("name", "namePrefix", "fifoTopic"),
     "aws:cloudtrail/trail:Trail": ("name",),
+    # the inference stage
+    "aws:lb/loadBalancer:LoadBalancer": ("name", "namePrefix", "internal", "loadBalancerType"),
+    "aws:lb/targetGroup:TargetGroup": (
+        "name",
+        "namePrefix",
+        "port",
+        "protocol",
+        "protocolVersion",
+        "targetType",
+        "vpcId",
+    ),
+    "aws:lb/listener:Listener": ("loadBalancerArn",),
+    "aws:acm/certificate:Certificate": (
+        "domainName",
+        "subjectAlternativeNames",
+        "validationMethod",
+        "keyAlgorithm",
+    ),
+    "aws:acm/certificateValidation:CertificateValidation": (
+        "certificateArn",
+        "validationRecordFqdns",
+    ),
+    "aws:route53/record:Record": ("zoneId", "name", "type", "setIdentifier"),
+    "aws:sns/topicSubscription:TopicSubscription": ("topic", "protocol", "endpoint"),
 }

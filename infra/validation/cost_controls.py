@@ -109,6 +109,17 @@ def _schedule(spec: StackSpec, problems: list[Problem]) -> WorkSchedule | None:
                     fix=f"pulumi config set --path schedule.{field} 08:00",
                 )
             )
+    if not found and s.stop < s.start and s.days.strip() != "*":
+        found.append(
+            Problem(
+                path=key("schedule.days"),
+                received=s.days,
+                problem=f"the nodes run past midnight ({s.start}-{s.stop}), but the stop fires "
+                "only on these days: the last day's run would not stop",
+                allowed="days: * for a schedule across midnight, or a stop after the start",
+                fix="pulumi config set --path schedule.days '*'",
+            )
+        )
     if not found and s.start == s.stop:
         found.append(
             Problem(

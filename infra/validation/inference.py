@@ -137,6 +137,17 @@ def check_inference(
                 "pulumi config set --path network.natGateway true",
             )
         )
+    for index, arg in enumerate(server.args):
+        if not re.fullmatch(r"[A-Za-z0-9_=:,./+-]+", arg):
+            found.append(
+                problem(
+                    f"inference.server.args[{index}]",
+                    arg,
+                    "server arguments go into a systemd command line: no spaces, quotes, % or $",
+                    "letters, digits and _ = : , . / + -, e.g. --log-verbose=1",
+                    f"pulumi config set --path inference.server.args[{index}] <argument>",
+                )
+            )
     prefix = settings.model_repository.strip("/")
     if not prefix or prefix.startswith(("s3:", "/")) or ".." in prefix:
         found.append(
