@@ -99,46 +99,13 @@ class DataStore(pulumi.ComponentResource):
         """Who read or wrote the data: S3 server access logs in a locked-down bucket of their
         own, encrypted with S3-managed keys (the only default encryption AWS allows for a
         server-access-log destination), kept LOG_RETENTION_DAYS."""
-        logs = aws.s3.Bucket(
-            child_name(name, "access-logs"),
-            force_destroy=False,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=True)),
-        )
-        close_to_public(name, "access-logs-", logs, keep)
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            child_name(name, "access-logs-encryption"),
-            bucket=logs.id,
-            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
-            opts=keep,
-        )
-        # Versioned, so a deleted or overwritten log stays recoverable for 30 days (S3.14).
-        aws.s3.BucketVersioning(
-            child_name(name, "access-logs-versioning"),
-            bucket=logs.id,
-            versioning_configuration={"status": "Enabled"},
-            opts=keep,
-        )
-        aws.s3.BucketLifecycleConfiguration(
-            child_name(name, "access-logs-lifecycle"),
-            bucket=logs.id,
-            rules=[
-                {
-                    "id": "expire-access-logs",
-                    "status": "Enabled",
-                    "filter": {"prefix": ACCESS_LOG_PREFIX},
-                    "expiration": {"days": LOG_RETENTION_DAYS},
-                    "noncurrent_version_expiration": {"noncurrent_days": 30},
-                },
-                {
-                    "id": "expire-trail-logs",
-                    "status": "Enabled",
-                    "filter": {"prefix": f"{TRAIL_PREFIX}/"},
-                    "expiration": {"days": LOG_RETENTION_DAYS},
-                    "noncurrent_version_expiration": {"noncurrent_days": 30},
-                },
-            ],
-            opts=keep,
+        logs = log_bucket(
+            name,
+            "access-logs",
+            {"expire-access-logs": ACCESS_LOG_PREFIX, "expire-trail-logs": f"{TRAIL_PREFIX}/"},
+            args.tags,
+            keep,
+            protect=True,
         )
         trail_arn = args.trail.arn if args.trail else None
         log_policy = aws.s3.BucketPolicy(
@@ -167,6 +134,55 @@ class DataStore(pulumi.ComponentResource):
             opts=keep,
         )
         return logs
+
+
+def log_bucket(
+    name: str,
+    role: str,
+    expiring_prefixes: dict[str, str],
+    tags: dict[str, str],
+    keep: pulumi.ResourceOptions,
+    protect: bool = False,
+) -> aws.s3.Bucket:
+    """A locked-down bucket for logs AWS services deliver (S3 server access logs, load balancer
+    access logs): private, owner-enforced, SSE-S3 (the only default encryption those deliveries
+    support), versioned so a deleted or overwritten log stays recoverable for 30 days (S3.14),
+    each prefix kept LOG_RETENTION_DAYS. Its bucket policy is the caller's."""
+    bucket = aws.s3.Bucket(
+        child_name(name, role),
+        force_destroy=False,
+        tags=tags,
+        opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(protect=protect)),
+    )
+    close_to_public(name, f"{role}-", bucket, keep)
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        child_name(name, f"{role}-encryption"),
+        bucket=bucket.id,
+        rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
+        opts=keep,
+    )
+    aws.s3.BucketVersioning(
+        child_name(name, f"{role}-versioning"),
+        bucket=bucket.id,
+        versioning_configuration={"status": "Enabled"},
+        opts=keep,
+    )
+    aws.s3.BucketLifecycleConfiguration(
+        child_name(name, f"{role}-lifecycle"),
+        bucket=bucket.id,
+        rules=[
+            {
+                "id": rule,
+                "status": "Enabled",
+                "filter": {"prefix": prefix},
+                "expiration": {"days": LOG_RETENTION_DAYS},
+                "noncurrent_version_expiration": {"noncurrent_days": 30},
+            }
+            for rule, prefix in expiring_prefixes.items()
+        ],
+        opts=keep,
+    )
+    return bucket
 
 
 def close_to_public(

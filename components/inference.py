@@ -24,7 +24,7 @@ import pulumi_aws as aws
 
 from components.catalog import InstanceFacts
 from components.cost_controls import GPU_METRIC, METRIC_NAMESPACE
-from components.datastore import close_to_public
+from components.datastore import log_bucket
 from components.launch_template import (
     RootVolume,
     encoded_user_data,
@@ -38,7 +38,6 @@ from components.purchase import OnDemand, Purchase, Spot, mixed_instances_policy
 
 LIFECYCLE_HOOK = "model-loaded"
 LOG_PREFIX = "alb"
-LOG_RETENTION_DAYS = 365
 ELB_LOG_ACCOUNTS = Path(__file__).parent / "data" / "elb_log_accounts.json"
 
 
@@ -328,35 +327,8 @@ class InferenceService(pulumi.ComponentResource):
         ELB access logs support), TLS only, versioned, kept LOG_RETENTION_DAYS, retained."""
         a = self.args
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
-        bucket = aws.s3.Bucket(
-            child_name(name, "alb-logs"), force_destroy=False, tags=a.tags, opts=keep
-        )
-        close_to_public(name, "alb-logs-", bucket, keep)
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            child_name(name, "alb-logs-encryption"),
-            bucket=bucket.id,
-            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
-            opts=keep,
-        )
-        aws.s3.BucketVersioning(
-            child_name(name, "alb-logs-versioning"),
-            bucket=bucket.id,
-            versioning_configuration={"status": "Enabled"},
-            opts=keep,
-        )
-        aws.s3.BucketLifecycleConfiguration(
-            child_name(name, "alb-logs-lifecycle"),
-            bucket=bucket.id,
-            rules=[
-                {
-                    "id": "expire-access-logs",
-                    "status": "Enabled",
-                    "filter": {"prefix": f"{LOG_PREFIX}/"},
-                    "expiration": {"days": LOG_RETENTION_DAYS},
-                    "noncurrent_version_expiration": {"noncurrent_days": 30},
-                }
-            ],
-            opts=keep,
+        bucket = log_bucket(
+            name, "alb-logs", {"expire-access-logs": f"{LOG_PREFIX}/"}, a.tags, keep
         )
         self.log_policy = aws.s3.BucketPolicy(
             child_name(name, "alb-logs-policy"),
