@@ -27,6 +27,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.naming import child_name
+from components.policies import assume_role_policy
 
 METRIC_NAMESPACE = "gpu-cluster"
 GPU_METRIC = "nvidia_smi_utilization_gpu"
@@ -123,28 +124,6 @@ class CostControlArgs:
     group: aws.autoscaling.Group | None = None  # the cluster's node group
     serving_min: int | None = None  # a service: its minimum (scaling sizes it from there)
     tags: dict[str, str] = field(default_factory=dict)
-
-
-def scheduler_trust(account_id: str) -> dict[str, Any]:
-    return _trust("scheduler.amazonaws.com", account_id)
-
-
-def budgets_trust(account_id: str) -> dict[str, Any]:
-    return _trust("budgets.amazonaws.com", account_id)
-
-
-def _trust(service: str, account_id: str) -> dict[str, Any]:
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": service},
-                "Action": "sts:AssumeRole",
-                "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
-            }
-        ],
-    }
 
 
 def scheduler_policy(
@@ -389,7 +368,7 @@ class StackCostControls(pulumi.ComponentResource):
             child_name(name, "scheduler-role"),
             description=f"gpu-cluster {name}: start and stop this stack's nodes on schedule",
             assume_role_policy=pulumi.Output.from_input(a.account_id).apply(
-                lambda account: json.dumps(scheduler_trust(account))
+                lambda account: json.dumps(assume_role_policy("scheduler.amazonaws.com", account))
             ),
             tags=a.tags,
             opts=self.child,
@@ -497,7 +476,7 @@ class StackCostControls(pulumi.ComponentResource):
                 child_name(name, "budget-action-role"),
                 description=f"gpu-cluster {name}: the budget action stops this stack's box",
                 assume_role_policy=pulumi.Output.from_input(a.account_id).apply(
-                    lambda account: json.dumps(budgets_trust(account))
+                    lambda account: json.dumps(assume_role_policy("budgets.amazonaws.com", account))
                 ),
                 tags=a.tags,
                 opts=self.child,

@@ -7,18 +7,14 @@ import re
 from components.catalog import Catalog, InstanceFacts
 from components.inference import ServingConfig
 from infra.errors import Problem
-from infra.spec import InferenceSpec, StackSpec
+from infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
 from infra.validation.common import key
+from policy.service import RECOMMENDED_TLS_POLICIES
 
-# ELB.17's recommended policies (Security Hub): TLS 1.3, with TLS 1.2 or 1.3 only as minimum.
-TLS_POLICIES = (
-    "ELBSecurityPolicy-TLS13-1-2-Res-2021-06",
-    "ELBSecurityPolicy-TLS13-1-3-2021-06",
-    "ELBSecurityPolicy-TLS13-1-2-2021-06",
-    "ELBSecurityPolicy-TLS13-1-2-Res-FIPS-2023-04",
-    "ELBSecurityPolicy-TLS13-1-3-FIPS-2023-04",
-    "ELBSecurityPolicy-TLS13-1-2-FIPS-2023-04",
-)
+# ELB.17's recommended policies (the security pack's list): TLS 1.3, minimum TLS 1.2 or 1.3.
+TLS_POLICIES = RECOMMENDED_TLS_POLICIES
+DEFAULT_TLS_POLICY = EndpointTlsSpec().policy  # TLS 1.3, TLS 1.2 with forward secrecy
+TLS13_ONLY_POLICY = "ELBSecurityPolicy-TLS13-1-3-2021-06"
 SERVERS = {
     "triton": ("nvcr.io/nvidia/tritonserver:25.01-py3", "/v2/health/ready"),
     "vllm": ("vllm/vllm-openai:v0.7.2", "/health"),
@@ -108,8 +104,8 @@ def check_inference(
                 "inference.tls.policy",
                 tls.policy,
                 "not a TLS 1.3 policy with TLS 1.2 or later as the minimum (ELB.17)",
-                ", ".join(TLS_POLICIES[:2]) + " (TLS 1.3 only), or a FIPS variant",
-                f"pulumi config set --path inference.tls.policy {TLS_POLICIES[0]}",
+                f"{DEFAULT_TLS_POLICY}, {TLS13_ONLY_POLICY} (TLS 1.3 only), or a FIPS variant",
+                f"pulumi config set --path inference.tls.policy {DEFAULT_TLS_POLICY}",
             )
         )
     found += _certificate_problems(tls)
