@@ -287,6 +287,25 @@ class StackCostControls(pulumi.ComponentResource):
             self._budget(name, controls.budget)
         self.register_outputs({"topicArn": self.topic.arn if self.topic else None})
 
+    def _service_role(
+        self, prefix: str, service: str, description: str, policy: pulumi.Input[str]
+    ) -> tuple[aws.iam.Role, aws.iam.RolePolicy]:
+        """A role only `service` may assume for this account, and its one inline policy
+        (`<prefix>-role`, `<prefix>-access`)."""
+        role = aws.iam.Role(
+            f"{prefix}-role",
+            description=description,
+            assume_role_policy=pulumi.Output.from_input(self.args.account_id).apply(
+                lambda account: json.dumps(assume_role_policy(service, account))
+            ),
+            tags=self.args.tags,
+            opts=self.child,
+        )
+        access = aws.iam.RolePolicy(
+            f"{prefix}-access", role=role.id, policy=policy, opts=self.child
+        )
+        return role, access
+
     def _alerts(self, name: str) -> aws.sns.Topic:
         a = self.args
         topic = aws.sns.Topic(
@@ -364,22 +383,13 @@ class StackCostControls(pulumi.ComponentResource):
         a, controls = self.args, self.args.controls
         instance_arn = a.instance.arn if a.instance is not None else None
         group_arn = a.group.arn if a.group is not None else None
-        role = aws.iam.Role(
-            child_name(name, "scheduler-role"),
-            description=f"gpu-cluster {name}: start and stop this stack's nodes on schedule",
-            assume_role_policy=pulumi.Output.from_input(a.account_id).apply(
-                lambda account: json.dumps(assume_role_policy("scheduler.amazonaws.com", account))
-            ),
-            tags=a.tags,
-            opts=self.child,
-        )
-        policy = aws.iam.RolePolicy(
-            child_name(name, "scheduler-access"),
-            role=role.id,
-            policy=pulumi.Output.all(
+        role, policy = self._service_role(
+            f"{name}-scheduler",
+            "scheduler.amazonaws.com",
+            f"gpu-cluster {name}: start and stop this stack's nodes on schedule",
+            pulumi.Output.all(
                 instance_arn, group_arn, a.kms_key_arn, self.topic.arn if self.topic else None
             ).apply(lambda v: json.dumps(scheduler_policy(*v))),
-            opts=self.child,
         )
         instance_id = a.instance.id if a.instance is not None else None
         group_name = a.group.name if a.group is not None else None
@@ -472,20 +482,11 @@ class StackCostControls(pulumi.ComponentResource):
             opts=self.child,
         )
         if budget.stop_at_limit and a.instance is not None:
-            role = aws.iam.Role(
-                child_name(name, "budget-action-role"),
-                description=f"gpu-cluster {name}: the budget action stops this stack's box",
-                assume_role_policy=pulumi.Output.from_input(a.account_id).apply(
-                    lambda account: json.dumps(assume_role_policy("budgets.amazonaws.com", account))
-                ),
-                tags=a.tags,
-                opts=self.child,
-            )
-            access = aws.iam.RolePolicy(
-                child_name(name, "budget-action-access"),
-                role=role.id,
-                policy=a.instance.arn.apply(lambda arn: json.dumps(budget_action_policy(arn))),
-                opts=self.child,
+            role, access = self._service_role(
+                f"{name}-budget-action",
+                "budgets.amazonaws.com",
+                f"gpu-cluster {name}: the budget action stops this stack's box",
+                a.instance.arn.apply(lambda arn: json.dumps(budget_action_policy(arn))),
             )
             aws.budgets.BudgetAction(
                 child_name(name, "budget-stop"),
