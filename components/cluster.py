@@ -10,7 +10,7 @@ import pulumi_aws as aws
 from components.ami import AmiChoice, resolve_ami
 from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
-from components.cost_controls import CostControlArgs, CostControls, StackCostControls
+from components.cost_controls import CostControls
 from components.datastore import DataStore, DataStoreArgs
 from components.launch_template import RootVolume
 from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
@@ -21,6 +21,7 @@ from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.purchase import OnDemand, Purchase, Spot, is_single_instance
 from components.secrets import secrets_path, store_secrets
 from components.security import ClusterSecurity, ClusterSecurityArgs
+from components.stack_cost_controls import CostControlArgs, StackCostControls
 from components.topology import has_nvswitch
 from components.user_data import (
     ALLREDUCE_BENCH_PATH,

@@ -35,33 +35,11 @@ from components.launch_template import (
 from components.naming import child_name
 from components.policies import tls_only_bucket_policy
 from components.purchase import OnDemand, Purchase, Spot, mixed_instances_policy
+from components.serving_config import ServingConfig
 
 LIFECYCLE_HOOK = "model-loaded"
 LOG_PREFIX = "alb"
 ELB_LOG_ACCOUNTS = Path(__file__).parent / "data" / "elb_log_accounts.json"
-
-
-@dataclass(frozen=True)
-class ServingConfig:
-    zones: tuple[str, ...]
-    min_nodes: int
-    max_nodes: int
-    model_prefix: str
-    server_kind: str
-    image: str
-    port: int
-    readiness_path: str
-    server_args: tuple[str, ...]
-    preferred_batch_sizes: tuple[int, ...]
-    max_queue_delay_us: int
-    tls_policy: str
-    certificate_arn: str | None
-    domain: str | None
-    hosted_zone_id: str | None
-    scaling_metric: str  # requestCount | gpuUtilization
-    scaling_target: float
-    warmup_seconds: int
-    deletion_protection: bool = True
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 
 MANAGED_BY_TAG = {"managed-by": "gpu-cluster"}
@@ -45,11 +47,12 @@ def node_name(index: int) -> str:
 def bounded_name(text: str, limit: int = 32) -> str:
     """A physical name within an AWS length limit (load balancers and target groups: 32),
     kept unique by a short hash of the whole name when it has to be cut."""
-    import hashlib
-    import re
-
     safe = re.sub(r"[^a-zA-Z0-9-]", "-", text)  # ELB names: letters, digits and hyphens
     if len(safe) <= limit and safe == text:
         return safe
     digest = hashlib.sha256(text.encode()).hexdigest()[:6]
     return f"{safe[: limit - 7].rstrip('-')}-{digest}"
+
+
+# Also an environment variable name on the nodes, and within SSM's parameter-name characters.
+SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

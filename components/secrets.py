@@ -4,15 +4,10 @@ boot (boot/gpu-cluster-secrets.sh). Never in user data: only the parameter path 
 
 from __future__ import annotations
 
-import re
-
 import pulumi
 import pulumi_aws as aws
 
 from components.naming import child_name
-
-# Also an environment variable name on the nodes, and within SSM's parameter-name characters.
-SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def secrets_path(cluster: str) -> str:

@@ -15,13 +15,15 @@ from components.ami import AmiChoice, resolve_ami
 from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout, service_zone_subnets
 from components.cluster import StorageArgs
-from components.cost_controls import CostControlArgs, CostControls, StackCostControls
-from components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService, ServingConfig
+from components.cost_controls import CostControls
+from components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService
 from components.launch_template import RootVolume
 from components.naming import CLUSTER_TAG, bounded_name, child_name, unique_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.purchase import OnDemand, Purchase
 from components.security import ClusterSecurity, ClusterSecurityArgs
+from components.serving_config import ServingConfig
+from components.stack_cost_controls import CostControlArgs, StackCostControls
 from components.user_data import ServingBoot, render_serving_user_data
 
 TRITON_METRICS_PORT = 8002

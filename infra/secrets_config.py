@@ -12,7 +12,7 @@ from typing import Any
 
 from pulumi.runtime.config import is_config_secret
 
-from components.secrets import SECRET_NAME
+from components.naming import SECRET_NAME
 from infra.errors import Problem
 from infra.spec import PROJECT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from components.catalog import Catalog, InstanceFacts
-from components.inference import ServingConfig
+from components.serving_config import ServingConfig
 from infra.errors import Problem
 from infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
 from infra.validation.common import key
