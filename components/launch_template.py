@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
 from components.nic_layout import NicSlot
+from components.user_data import user_data_payload
 
 # IMDS answers the node itself (and host-network containers, the usual NCCL/EFA set-up); one
 # more hop only when the user says containers run on a bridge network.
@@ -108,9 +108,8 @@ def root_block_device(
 
 
 def encoded_user_data(script: pulumi.Input[str]) -> pulumi.Output[str]:
-    return pulumi.Output.from_input(script).apply(
-        lambda text: base64.b64encode(text.encode()).decode()
-    )
+    """The launch template's user data: gzip, then base64 (components/user_data.py)."""
+    return pulumi.Output.from_input(script).apply(user_data_payload)
 
 
 def tag_specifications(tags: dict[str, str]) -> list[dict[str, Any]]:

@@ -1,4 +1,11 @@
-"""Node boot: the scripts under components/boot/, rendered with this cluster's values.
+"""Node boot: the scripts under components/boot/, rendered with this cluster's values into
+gzip-compressed user data.
+
+EC2 takes at most 16 KB of user data before base64 (components/aws_limits.py); cloud-init
+inflates gzip user data and runs it as if it were not compressed (cloud-init docs, "User data
+formats": gzip). Only the steps a stack uses are on it, full-line comments are left in the
+files under boot/ (where they are read), and the gzip header carries no time stamp, so the same
+stack renders the same bytes and `pulumi up` sees no change.
 
 The user data is identical on every node and does not depend on the node count, so resizing
 a group never changes the launch template. A node finds its cluster through EC2 (the cluster
@@ -7,12 +14,15 @@ current as the group replaces nodes."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import re
 import shlex
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from components.aws_limits import user_data_text
 from components.naming import CLUSTER_TAG
 
 BOOT_DIR = Path(__file__).parent / "boot"
@@ -21,7 +31,10 @@ DATA_MOUNT = "/mnt/data"
 LUSTRE_MOUNT = "/fsx"
 RENDEZVOUS_PORT = 29500
 TORCHRUN_WRAPPER = "gpuc-torchrun"
+SPOT_WATCH = "/usr/local/sbin/gpu-cluster-spot-watch"
+JOB_USER = "ubuntu"  # the Deep Learning AMI's user; jobs run as this user
 PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
+COMMENT_LINE = re.compile(r"^[ \t]*#(?!!| shellcheck).*\n", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +46,25 @@ class BootConfig:
     efa_interfaces: int
     bucket: str
     spot: bool = False
-    nvswitch: bool = False  # the GPUs hang off NVSwitch: the fabric manager must run
+    nvswitch: bool = False  # the type's GPUs hang off NVSwitch: the fabric manager must run
     expected_busbw_gbytes: float = 0.0  # all-reduce bus bandwidth the network allows
     lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
     secrets_path: str = ""  # the SSM hierarchy of the cluster's secrets ("" for none)
+    row_remapping: bool = False  # the GPUs remap rows (A100, H100, ...): see boot/*-health.sh
+    internet: bool = True  # a NAT gateway: installs from outside AWS's regional buckets work
+
+
+@dataclass(frozen=True, slots=True)
+class BootStep:
+    """One boot step: boot/<script> installed as /usr/local/sbin/<name>, run by boot_unit."""
+
+    name: str
+    script: str
+    description: str
+    after: str
+    wants: str = ""
+    options: str = ""
+    arguments: str = ""
 
 
 @cache
@@ -53,49 +81,167 @@ def fill(template: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(value, template)
 
 
+def without_comments(script: str) -> str:
+    """The script without full-line comments (shebangs and shellcheck directives stay)."""
+    return COMMENT_LINE.sub("", script)
+
+
 def boot_unit_function() -> str:
-    """boot-unit.sh without its shebang and header: the boot_unit() both templates use."""
-    return boot_script("boot-unit.sh").split("\n", 2)[2].rstrip("\n")
+    """boot-unit.sh without its shebang: the boot_unit() every template uses."""
+    return boot_script("boot-unit.sh").split("\n", 1)[1].rstrip("\n")
+
+
+def install_file(path: str, text: str) -> str:
+    """A quoted heredoc that writes ``text`` to ``$R<path>``."""
+    return f"cat > \"$R{path}\" <<'SCRIPT'\n{text.rstrip(chr(10))}\nSCRIPT"
+
+
+def step_block(step: BootStep, constants: dict[str, str]) -> str:
+    script = fill(boot_script(step.script), constants) if constants else boot_script(step.script)
+    call = [step.name, step.description, step.after, step.wants, step.options, step.arguments]
+    while call[-1] == "":
+        call.pop()
+    return "\n".join(
+        [
+            install_file(f"/usr/local/sbin/{step.name}", script),
+            "boot_unit " + " ".join(shlex.quote(part) for part in call),
+        ]
+    )
+
+
+def env_lines(values: dict[str, str]) -> str:
+    return "\n".join(f"{key}={value}" for key, value in values.items())
+
+
+def assemble(env: dict[str, str], blocks: list[str]) -> str:
+    """The user data: cluster.env, the shared library, boot_unit(), then each block."""
+    return without_comments(
+        fill(
+            boot_script("user-data.sh"),
+            {
+                "CLUSTER_ENV": env_lines(env),
+                "LIB_SCRIPT": boot_script("gpu-cluster-lib.sh"),
+                "BOOT_UNIT": boot_unit_function(),
+                "STEPS": "\n\n".join(blocks),
+            },
+        )
+    )
+
+
+SCRATCH_STEP = BootStep(
+    "gpu-cluster-scratch",
+    "gpu-cluster-scratch.sh",
+    "NVMe scratch space",
+    "local-fs.target dlami-nvme.service",
+    "dlami-nvme.service",
+)
+GPU_METRICS_STEP = BootStep(
+    "gpu-cluster-gpu-metrics",
+    "gpu-cluster-gpu-metrics.sh",
+    "GPU utilization metrics",
+    "network-online.target",
+    options="retry",
+)
+
+
+def cluster_steps(boot: BootConfig) -> list[BootStep]:
+    """The boot steps of a training node, in order; optional ones only where used."""
+    steps = [
+        SCRATCH_STEP,
+        BootStep(
+            "gpu-cluster-data",
+            "gpu-cluster-data.sh",
+            "data bucket mount",
+            "gpu-cluster-scratch.service network-online.target",
+        ),
+    ]
+    if boot.lustre_target:
+        steps.append(
+            BootStep(
+                "gpu-cluster-lustre",
+                "gpu-cluster-lustre.sh",
+                "FSx for Lustre mount",
+                "network-online.target",
+            )
+        )
+    if boot.secrets_path:
+        steps.append(
+            BootStep(
+                "gpu-cluster-secrets",
+                "gpu-cluster-secrets.sh",
+                "cluster secrets from SSM Parameter Store",
+                "network-online.target",
+            )
+        )
+    steps.append(GPU_METRICS_STEP)
+    health_after = "gpu-cluster-scratch.service gpu-cluster-gpu-metrics.service"
+    if boot.lustre_target:
+        health_after += " gpu-cluster-lustre.service"
+    steps += [
+        BootStep(
+            "gpu-cluster-health",
+            "gpu-cluster-health.sh",
+            "node health check",
+            f"{health_after} nvidia-fabricmanager.service network-online.target",
+        ),
+        BootStep(
+            "gpu-cluster-nodes",
+            "gpu-cluster-nodes.sh",
+            "the node list and torchrun environment (first boot: waits for the group)",
+            "gpu-cluster-health.service network-online.target",
+            options="background",
+            arguments="--wait",
+        ),
+    ]
+    return steps
 
 
 def render_user_data(boot: BootConfig) -> str:
-    """The bash cloud-init script; every string value is shell-quoted."""
+    """The bash cloud-init script of a training node; every string value is shell-quoted."""
+    env = {
+        "CLUSTER": shlex.quote(boot.cluster),
+        "REGION": shlex.quote(boot.region),
+        "GPUS_PER_NODE": str(boot.gpus_per_node),
+        "NVME_DISKS": str(boot.nvme_disk_count),
+        "EFA_INTERFACES": str(boot.efa_interfaces),
+        "DATA_BUCKET": shlex.quote(boot.bucket),
+        "SCRATCH": shlex.quote(SCRATCH_MOUNT),
+        "DATA_MOUNT": shlex.quote(DATA_MOUNT),
+        "LUSTRE_MOUNT": shlex.quote(LUSTRE_MOUNT),
+        "LUSTRE_TARGET": shlex.quote(boot.lustre_target),
+        "SPOT": "true" if boot.spot else "false",
+        "NVSWITCH": "true" if boot.nvswitch else "false",
+        "ROW_REMAP": "true" if boot.row_remapping else "false",
+        "INTERNET": "true" if boot.internet else "false",
+        "EXPECTED_BUSBW_GBPS": f"{boot.expected_busbw_gbytes:g}",
+        "SECRETS_PATH": shlex.quote(boot.secrets_path),
+        "JOB_USER": JOB_USER,
+    }
     constants = {"CLUSTER_TAG": CLUSTER_TAG, "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT)}
-    return fill(
-        boot_script("user-data.sh"),
-        {
-            "CLUSTER": shlex.quote(boot.cluster),
-            "REGION": shlex.quote(boot.region),
-            "GPUS_PER_NODE": str(boot.gpus_per_node),
-            "NVME_DISKS": str(boot.nvme_disk_count),
-            "EFA_INTERFACES": str(boot.efa_interfaces),
-            "DATA_BUCKET": shlex.quote(boot.bucket),
-            "SCRATCH": shlex.quote(SCRATCH_MOUNT),
-            "DATA_MOUNT": shlex.quote(DATA_MOUNT),
-            "DATA_SCRIPT": boot_script("gpu-cluster-data.sh").rstrip("\n"),
-            "LUSTRE_MOUNT": shlex.quote(LUSTRE_MOUNT),
-            "LUSTRE_TARGET": shlex.quote(boot.lustre_target),
-            "LUSTRE_SCRIPT": boot_script("gpu-cluster-lustre.sh").rstrip("\n"),
-            "SPOT": "true" if boot.spot else "false",
-            "NVSWITCH": "true" if boot.nvswitch else "false",
-            "EXPECTED_BUSBW": f"{boot.expected_busbw_gbytes:g}",
-            "HEALTH_SCRIPT": boot_script("gpu-cluster-health.sh").rstrip("\n"),
-            "ALLREDUCE_BENCH": boot_script("allreduce_bench.py").rstrip("\n"),
-            "NODES_SCRIPT": fill(boot_script("gpu-cluster-nodes.sh"), constants).rstrip("\n"),
-            "TORCHRUN_SCRIPT": boot_script("gpuc-torchrun.sh").rstrip("\n"),
-            "SPOT_WATCH_SCRIPT": boot_script("gpu-cluster-spot-watch.sh").rstrip("\n"),
-            "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
-            "BOOT_UNIT": boot_unit_function(),
-            "SECRETS_PATH": shlex.quote(boot.secrets_path),
-            "GPU_METRICS_SCRIPT": boot_script("gpu-cluster-gpu-metrics.sh").rstrip("\n"),
-            "SECRETS_SCRIPT": boot_script("gpu-cluster-secrets.sh").rstrip("\n"),
-        },
+    blocks = [step_block(step, constants) for step in cluster_steps(boot)]
+    blocks.append(
+        'mkdir -p "$R/usr/local/lib/gpu-cluster"\n'
+        + install_file(
+            "/usr/local/lib/gpu-cluster/allreduce_bench.py", boot_script("allreduce_bench.py")
+        )
     )
+    if boot.spot:
+        blocks.append(
+            install_file(SPOT_WATCH, boot_script("gpu-cluster-spot-watch.sh"))
+            + f'\nchmod 755 "$R{SPOT_WATCH}"'
+        )
+    blocks.append(
+        fill(
+            boot_script("user-data-cluster.sh").split("\n", 1)[1],
+            {"TORCHRUN_SCRIPT": boot_script("gpuc-torchrun.sh")},
+        )
+    )
+    return assemble(env, blocks)
 
 
 @dataclass(frozen=True, slots=True)
 class ServingBoot:
-    """What an inference node's boot needs (see boot/inference-user-data.sh)."""
+    """What an inference node's boot needs (see boot/gpu-cluster-model-server.sh)."""
 
     cluster: str
     region: str
@@ -118,34 +264,51 @@ class ServingBoot:
 
 def render_serving_user_data(boot: ServingBoot) -> str:
     """The inference node's cloud-init script; every string value is shell-quoted."""
-    return fill(
-        boot_script("inference-user-data.sh"),
-        {
-            "CLUSTER": shlex.quote(boot.cluster),
-            "REGION": shlex.quote(boot.region),
-            "GPUS_PER_NODE": str(boot.gpus_per_node),
-            "NVME_DISKS": str(boot.nvme_disk_count),
-            "DATA_BUCKET": shlex.quote(boot.bucket),
-            "SCRATCH": shlex.quote(SCRATCH_MOUNT),
-            "SECRETS_PATH": "''",
-            "MODEL_PREFIX": shlex.quote(boot.model_prefix),
-            "SERVER_KIND": shlex.quote(boot.server_kind),
-            "SERVER_IMAGE": shlex.quote(boot.image),
-            "SERVER_PORT": str(boot.port),
-            "SERVER_ARGS": shlex.quote(" ".join(boot.server_args)),
-            "READINESS_PATH": shlex.quote(boot.readiness_path),
-            "BATCH_SIZES": ",".join(str(size) for size in boot.batch_sizes),
-            "QUEUE_DELAY_US": str(boot.queue_delay_us),
-            "WARMUP_SECONDS": str(boot.warmup_seconds),
-            "LIFECYCLE_HOOK": shlex.quote(boot.lifecycle_hook),
-            "MODEL_METRICS_PORT": str(boot.metrics_port or "''"),
-            "MODEL_METRICS_LOG_GROUP": shlex.quote(boot.metrics_log_group),
-            "BOOT_UNIT": boot_unit_function(),
-            "SCRATCH_SCRIPT": boot_script("gpu-cluster-scratch.sh").rstrip("\n"),
-            "GPU_METRICS_SCRIPT": boot_script("gpu-cluster-gpu-metrics.sh").rstrip("\n"),
-            "MODEL_SERVER_SCRIPT": boot_script("gpu-cluster-model-server.sh").rstrip("\n"),
-        },
-    )
+    env = {
+        "CLUSTER": shlex.quote(boot.cluster),
+        "REGION": shlex.quote(boot.region),
+        "GPUS_PER_NODE": str(boot.gpus_per_node),
+        "NVME_DISKS": str(boot.nvme_disk_count),
+        "EFA_INTERFACES": "0",
+        "DATA_BUCKET": shlex.quote(boot.bucket),
+        "SCRATCH": shlex.quote(SCRATCH_MOUNT),
+        "NVSWITCH": "false",
+        "EXPECTED_BUSBW_GBPS": "0",
+        "SECRETS_PATH": "''",
+        "MODEL_PREFIX": shlex.quote(boot.model_prefix),
+        "SERVER_KIND": shlex.quote(boot.server_kind),
+        "SERVER_IMAGE": shlex.quote(boot.image),
+        "SERVER_PORT": str(boot.port),
+        "SERVER_ARGS": shlex.quote(" ".join(boot.server_args)),
+        "READINESS_PATH": shlex.quote(boot.readiness_path),
+        "BATCH_SIZES": ",".join(str(size) for size in boot.batch_sizes),
+        "QUEUE_DELAY_US": str(boot.queue_delay_us),
+        "WARMUP_SECONDS": str(boot.warmup_seconds),
+        "LIFECYCLE_HOOK": shlex.quote(boot.lifecycle_hook),
+        "MODEL_METRICS_PORT": str(boot.metrics_port or "''"),
+        "MODEL_METRICS_LOG_GROUP": shlex.quote(boot.metrics_log_group),
+    }
+    steps = [
+        SCRATCH_STEP,
+        GPU_METRICS_STEP,
+        BootStep(
+            "gpu-cluster-model-server",
+            "gpu-cluster-model-server.sh",
+            "model server",
+            "gpu-cluster-scratch.service docker.service network-online.target",
+        ),
+    ]
+    return assemble(env, [step_block(step, {}) for step in steps])
+
+
+def user_data_payload(script: str) -> str:
+    """What the launch template carries: the script gzip-compressed (no time stamp), base64."""
+    return base64.b64encode(gzip.compress(script.encode(), compresslevel=9, mtime=0)).decode()
+
+
+def decoded_user_data(encoded: str) -> str:
+    """The script back from a launch template's user data."""
+    return user_data_text(encoded)
 
 
 def torchrun_command(script: str = "train.py") -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 
@@ -11,6 +10,7 @@ from conftest import ROOT, TRAIN_LIKE, only, plan_config
 
 from components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
 from components.dlami import dlami_supports
+from components.user_data import decoded_user_data
 from infra.config import load_spec
 from infra.errors import ConfigError
 from infra.stack_files import load_stack_config
@@ -20,7 +20,7 @@ GROUP = "aws:autoscaling/group:Group"
 
 
 def user_data(plan) -> str:
-    return base64.b64decode(only(plan, LT).inputs["userData"]).decode()
+    return decoded_user_data(only(plan, LT).inputs["userData"])
 
 
 def test_efa_nodes_without_rdma_read_never_get_fi_efa_use_device_rdma():

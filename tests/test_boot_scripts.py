@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 from conftest import write_stubs
 
-from components.user_data import BootConfig, boot_script, fill, render_user_data
+from components.user_data import (
+    BootConfig,
+    boot_script,
+    decoded_user_data,
+    fill,
+    render_user_data,
+)
 
 BASH = shutil.which("bash")
 TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1")
@@ -218,14 +224,13 @@ def test_spot_watcher_records_the_notice_and_signals_only_training_workers(tmp_p
 
 @pytest.mark.parametrize("stack", ["dev", "experiment", "train"])
 def test_every_stacks_rendered_user_data_passes_bash_n_and_shellcheck(stack, tmp_path):
-    import base64
 
     from conftest import plan_stack
 
     plan = plan_stack(stack)
     (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
     path = tmp_path / "user-data.sh"
-    path.write_bytes(base64.b64decode(template.inputs["userData"]))
+    path.write_text(decoded_user_data(template.inputs["userData"]))
     assert subprocess.run([BASH, "-n", str(path)], capture_output=True).returncode == 0
     shellcheck = shutil.which("shellcheck") or shutil.which(
         "shellcheck", path=str(Path(sys.executable).parent)

@@ -6,6 +6,8 @@ import json
 
 from conftest import TRAIN_LIKE, only, plan_config
 
+from components.user_data import decoded_user_data
+
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
 GROUP = "aws:autoscaling/group:Group"
@@ -158,9 +160,8 @@ def test_network_endpoints_nat_and_flow_logs(train_plan):
 
 
 def test_user_data_builds_raid0_and_node_list(train_plan):
-    import base64
 
-    script = base64.b64decode(only(train_plan, LT).inputs["userData"]).decode()
+    script = decoded_user_data(only(train_plan, LT).inputs["userData"])
     assert 'mdadm --create "$ARRAY" --name="$LABEL" --level=0' in script
     assert 'boot_unit gpu-cluster-scratch "NVMe scratch space"' in script
     assert 'systemctl enable "$1.service"' in script

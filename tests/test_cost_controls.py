@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import boto3
@@ -11,6 +10,7 @@ from conftest import ROOT, plan_config
 from moto import mock_aws
 
 from components.cost_controls import WorkSchedule
+from components.user_data import decoded_user_data
 from infra import cli
 from infra.aws.resume import resume
 from infra.outcome import OK
@@ -79,7 +79,7 @@ def test_idle_stop_can_be_tuned_or_switched_off():
 def test_nodes_publish_gpu_utilization_at_boot():
     plan = planned(DEV, "dev")
     (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    script = base64.b64decode(template.inputs["userData"]).decode()
+    script = decoded_user_data(template.inputs["userData"])
     assert "boot_unit gpu-cluster-gpu-metrics" in script
     assert '"aggregation_dimensions": [["InstanceId"], ["AutoScalingGroupName"]]' in script
     access = policy_of(plan, "dev-security-node-access")

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from conftest import TRAIN_LIKE, plan_config, write_stubs
 
-from components.user_data import BOOT_DIR, boot_script
+from components.user_data import BOOT_DIR, boot_script, decoded_user_data
 
 BASH = shutil.which("bash")
 
@@ -121,10 +121,9 @@ def test_plan_shows_the_health_check_and_the_nccl_test(train_plan):
 
 
 def test_nvswitch_flag_follows_the_type():
-    import base64
 
     g5 = plan_config(
         {**TRAIN_LIKE, "gpu-cluster:instanceType": "g5.12xlarge", "gpu-cluster:nodes": "2"}, "g5"
     )
     (template,) = g5.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    assert "NVSWITCH=false" in base64.b64decode(template.inputs["userData"]).decode()
+    assert "NVSWITCH=false" in decoded_user_data(template.inputs["userData"])

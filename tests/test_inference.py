@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import ipaddress
 import json
 import re
@@ -12,7 +11,7 @@ import sys
 import pytest
 from conftest import ROOT, plan_config
 
-from components.user_data import boot_script
+from components.user_data import boot_script, decoded_user_data
 from infra import cli
 from infra.audit.command import plan_resources
 from infra.outcome import OK
@@ -179,7 +178,7 @@ def test_scaling_on_gpu_utilization():
 
 def test_user_data_carries_the_batching_settings(plan):
     (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    script = base64.b64decode(template.inputs["userData"]).decode()
+    script = decoded_user_data(template.inputs["userData"])
     assert "BATCH_SIZES=4,8\n" in script and "QUEUE_DELAY_US=100\n" in script
     assert "SERVER_IMAGE=nvcr.io/nvidia/tritonserver:25.01-py3\n" in script
     assert "MODEL_PREFIX=models/\n" in script and "boot_unit gpu-cluster-model-server" in script

@@ -3,7 +3,6 @@ bucket, with Lustre's ports between nodes and file system; validated; mounted by
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -12,7 +11,7 @@ import subprocess
 import pytest
 from conftest import ROOT, TRAIN_LIKE, plan_config, write_stubs
 
-from components.user_data import boot_script
+from components.user_data import boot_script, decoded_user_data
 from infra.config import load_spec
 from infra.cost.model import estimate_cluster
 from infra.errors import ConfigError
@@ -85,7 +84,7 @@ def test_lustre_ports_open_between_nodes_and_file_system_only(fsx_plan):
 
 def test_nodes_mount_it_and_wait_for_it(fsx_plan):
     (template,) = fsx_plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    script = base64.b64decode(template.inputs["userData"]).decode()
+    script = decoded_user_data(template.inputs["userData"])
     (fs,) = fsx_plan.of_type(FS)
     state = fsx_plan.state(fs)
     target = f"{state['dnsName']}@tcp:/{state['mountName']}"

@@ -3,12 +3,12 @@ targets, allocation strategy and placement; switching needs only the option (and
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config
 
+from components.user_data import decoded_user_data
 from infra.errors import AwsError, ConfigError
 from infra.facts import ReservationFacts
 from infra.plan.engine import run_plan
@@ -37,7 +37,7 @@ def planned(config: dict[str, str], stack: str = "train", **kwargs):
 
 
 def user_data(plan) -> str:
-    return base64.b64decode(only(plan, LT).inputs["userData"]).decode()
+    return decoded_user_data(only(plan, LT).inputs["userData"])
 
 
 def test_spot_group_mixed_instances_policy_and_interruption_handling():

@@ -3,7 +3,6 @@ cluster key, read by the nodes at boot; never in user data, a plan, its JSON or 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -13,7 +12,7 @@ import subprocess
 import pytest
 from conftest import ROOT, write_stubs
 
-from components.user_data import BootConfig, boot_script, render_user_data
+from components.user_data import BootConfig, boot_script, decoded_user_data, render_user_data
 from infra.plan.engine import run_plan
 from infra.plan.render import masked_config, preview_json, text_tree
 from infra.stack_files import load_stack_config
@@ -55,7 +54,7 @@ def test_a_secret_value_is_nowhere_in_the_plan(secret_plan):
     assert SECRET not in json.dumps(secret_plan.outputs, default=str)
     assert SECRET not in json.dumps(secret_plan.states, default=str)
     (template,) = secret_plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    user_data = base64.b64decode(template.inputs["userData"]).decode()
+    user_data = decoded_user_data(template.inputs["userData"])
     assert SECRET not in user_data
     assert "SECRETS_PATH=/gpu-cluster/train/secrets\n" in user_data
 
@@ -87,7 +86,7 @@ def test_without_secrets_there_is_no_parameter_statement_or_boot_step(train_plan
     access = json.loads(train_plan.named("train-security-node-access").inputs["policy"])
     assert "ReadClusterSecrets" not in {s["Sid"] for s in access["Statement"]}
     (template,) = train_plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    assert "SECRETS_PATH=''\n" in base64.b64decode(template.inputs["userData"]).decode()
+    assert "SECRETS_PATH=''\n" in decoded_user_data(template.inputs["userData"])
 
 
 def test_a_plain_text_secret_is_rejected_without_showing_it():

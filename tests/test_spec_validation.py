@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from components.catalog import load_catalog
 from components.cidr import MAX_VPC_PREFIX, MIN_VPC_PREFIX, default_layout, max_nodes
 from components.nic_layout import ip_addresses_per_node, nic_layout
+from components.user_data import decoded_user_data
 from infra.config import load_spec
 from infra.cost.gpu_prices import on_demand_hourly
 from infra.errors import NOT_SET, ConfigError, Problem
@@ -1099,7 +1100,6 @@ OWN_AMI = {"id": "ami-0123456789abcdef0", "architecture": "x86_64"}
 
 
 def test_a_gpu_slice_is_counted_as_its_fraction_and_runs_one_process():
-    import base64
 
     cfg = config(instanceType="g6f.xlarge", nodes="1", ami=OWN_AMI)
     spec = resolved(cfg)
@@ -1108,7 +1108,7 @@ def test_a_gpu_slice_is_counted_as_its_fraction_and_runs_one_process():
     assert plan.error is None, plan.error
     assert plan.outputs["totalGpus"] == 0.125
     (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    assert "GPUS_PER_NODE=1\n" in base64.b64decode(template.inputs["userData"]).decode()
+    assert "GPUS_PER_NODE=1\n" in decoded_user_data(template.inputs["userData"])
 
 
 def test_gpu_slices_are_refused_for_multi_node_training():

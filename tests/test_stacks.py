@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import sys
 import pytest
 from conftest import ROOT, STACKS, plan_stack
 
+from components.user_data import decoded_user_data
 from infra.stack_files import available_stacks
 
 
@@ -87,7 +87,7 @@ def test_cli_json_has_preview_shape_and_train_acceptance():
         n.get("associatePublicIpAddress", "false") == "false"
         for n in template["inputs"]["networkInterfaces"]
     )
-    script = base64.b64decode(template["inputs"]["userData"]).decode()
+    script = decoded_user_data(template["inputs"]["userData"])
     assert script.startswith("#!/bin/bash")
 
 

@@ -2,22 +2,32 @@
 # Shared by the boot templates (rendered in place of {{BOOT_UNIT}}).
 # A boot step: /usr/local/sbin/NAME run by a oneshot unit on every boot, started now and never
 # fatal (a failure is reported and the steps after it still run).
-#   boot_unit NAME DESCRIPTION AFTER [WANTS]
+#   boot_unit NAME DESCRIPTION AFTER [WANTS] [OPTIONS] [ARGUMENTS]
+# After=network-online.target orders a unit only if something pulls the target in, so it is
+# always also wanted (systemd.special(7)). OPTIONS: "retry" restarts a failed step every two
+# minutes; "background" starts it without waiting (cloud-final is not held up).
 boot_unit() {
-  chmod 755 "/usr/local/sbin/$1"
-  cat > "/etc/systemd/system/$1.service" <<UNIT
+  local wants="${4:-}" retry=""
+  case " $3 " in *" network-online.target "*) wants="$wants network-online.target" ;; esac
+  case " ${5:-} " in *" retry "*) retry=$'Restart=on-failure\nRestartSec=120' ;; esac
+  chmod 755 "$R/usr/local/sbin/$1"
+  cat > "$R/etc/systemd/system/$1.service" <<UNIT
 [Unit]
 Description=gpu-cluster: $2
 After=$3
-Wants=${4:-}
+Wants=${wants# }
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/usr/local/sbin/$1
+ExecStart=/usr/local/sbin/$1${6:+ $6}
+$retry
 [Install]
 WantedBy=multi-user.target
 UNIT
   systemctl daemon-reload
   systemctl enable "$1.service"
-  systemctl start "$1.service" || echo "gpu-cluster: $1 failed ($2)" >&2
+  case " ${5:-} " in
+    *" background "*) systemctl start --no-block "$1.service" ;;
+    *) systemctl start "$1.service" || echo "gpu-cluster: $1 failed ($2)" >&2 ;;
+  esac
 }

@@ -2,20 +2,23 @@
 # gpu-cluster: publish GPU utilization for the idle stop - the CloudWatch agent's NVIDIA GPU
 # metrics (nvidia_smi_utilization_gpu) in the gpu-cluster namespace, rolled up per instance and
 # per Auto Scaling group, every minute. Installs the agent from AWS's regional bucket (through
-# the VPC's S3 gateway endpoint) unless the AMI has it. Runs at every boot; never fatal.
+# the VPC's S3 gateway endpoint) unless the AMI has it, waiting for the dpkg lock. Runs at
+# every boot; a failure fails the unit (systemd retries it) and the health status says
+# "degraded:gpu-metrics" (without GPU metrics the idle stop never fires).
 set -uo pipefail
-. "${GPUC_ETC:-/etc/gpu-cluster}/cluster.env"
-AGENT_DIR="${GPUC_CWAGENT_DIR:-/opt/aws/amazon-cloudwatch-agent}"
+export STEP=gpu-metrics
+# shellcheck source=/dev/null
+. "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+AGENT_DIR="$R/opt/aws/amazon-cloudwatch-agent"
 CTL="$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl"
-log() { echo "gpu-cluster gpu-metrics: $*"; }
+fail() { log "$1"; step_result "failed: $1"; exit 1; }  # the unit retries; health says degraded
 if [ ! -x "$CTL" ]; then
   arch="$(dpkg --print-architecture)"
   package="$(mktemp --suffix=.deb)"
   url="https://amazoncloudwatch-agent-$REGION.s3.$REGION.amazonaws.com/ubuntu/$arch/latest/amazon-cloudwatch-agent.deb"
-  if ! curl -fsSL --retry 3 -o "$package" "$url" || ! dpkg -i -E "$package"; then
-    log "could not install the CloudWatch agent from $url; no GPU metrics, so no idle stop"
-    exit 1
-  fi
+  curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$package" "$url" \
+    || fail "could not download the CloudWatch agent from $url: no GPU metrics, no idle stop"
+  apt_run install "$package" || fail "could not install the CloudWatch agent (see apt-get above)"
   rm -f "$package"
 fi
 config="$AGENT_DIR/etc/gpu-cluster.json"
@@ -85,4 +88,6 @@ config["logs"] = {
 json.dump(config, open(path, "w"), indent=2)
 PY
 fi
-"$CTL" -a fetch-config -m ec2 -s -c "file:$config" && log "publishing GPU utilization"
+"$CTL" -a fetch-config -m ec2 -s -c "file:$config" || fail "the CloudWatch agent did not start"
+step_result ok
+log "publishing GPU utilization"

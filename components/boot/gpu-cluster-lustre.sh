@@ -1,28 +1,43 @@
 #!/bin/bash
 # gpu-cluster: mount the cluster's FSx for Lustre file system at $LUSTRE_MOUNT (the bucket's
-# datasets/, checkpoints/ and outputs/ under $LUSTRE_MOUNT/datasets, ...). Installs the Lustre client from AWS's FSx apt repository, as the
-# FSx documentation describes for Ubuntu, unless the kernel module is already there. Runs at
-# every boot; never fatal.
+# datasets/, checkpoints/ and outputs/ under $LUSTRE_MOUNT/datasets, ...). The client comes
+# from AWS's FSx apt repository as ParallelCluster installs it on Ubuntu (its lustre
+# cookbook): the modules for the running kernel plus the lustre-client-modules-aws
+# meta-package, with retries. The repository builds modules for a kernel some time after the
+# kernel ships: if none exists for this AMI's kernel, that is the reported failure. Install and
+# mount are retried (the file system may still be creating); the result reaches the health
+# check, which fails the node without its file system. Runs at every boot.
 set -uo pipefail
-. "${GPUC_ETC:-/etc/gpu-cluster}/cluster.env"
-log() { echo "gpu-cluster lustre: $*"; }
+export STEP=lustre
+# shellcheck source=/dev/null
+. "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
 [ -n "${LUSTRE_TARGET:-}" ] || exit 0
+fail() { log "$1"; step_result "failed: $2"; exit 1; }
+REPO=https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu
+KEY_URL=https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc
 if ! modinfo lustre >/dev/null 2>&1; then
-  KEY=/usr/share/keyrings/fsx-ubuntu-public-key.gpg
-  curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc \
-    | gpg --dearmor > "$KEY" \
-    && echo "deb [signed-by=$KEY] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu $(. /etc/os-release && echo "$VERSION_CODENAME") main" \
-      > /etc/apt/sources.list.d/fsxlustreclientrepo.list \
-    && apt-get update -q && apt-get install -y "lustre-client-modules-$(uname -r)" \
-    || { log "could not install the Lustre client"; exit 0; }
+  key="$R/usr/share/keyrings/fsx-ubuntu-public-key.gpg"
+  mkdir -p "$(dirname "$key")" "$R/etc/apt/sources.list.d"
+  curl -fsSL --connect-timeout 10 --max-time 60 --retry 5 "$KEY_URL" | gpg --dearmor --yes -o "$key" \
+    || fail "could not fetch the FSx repository key from $KEY_URL" client-key
+  codename="$(. "$R/etc/os-release" && echo "$VERSION_CODENAME")"
+  echo "deb [signed-by=$key] $REPO $codename main" > "$R/etc/apt/sources.list.d/fsxlustreclientrepo.list"
+  apt_run update || fail "apt-get update failed with the FSx repository" client-index
+  apt_run install "lustre-client-modules-$(uname -r)" lustre-client-modules-aws \
+    || fail "no Lustre client for kernel $(uname -r) in $REPO" "client-for-$(uname -r)"
 fi
-mkdir -p "$LUSTRE_MOUNT"
-if mountpoint -q "$LUSTRE_MOUNT"; then
+mkdir -p "$R$LUSTRE_MOUNT"
+if mountpoint -q "$R$LUSTRE_MOUNT"; then
+  step_result ok
   exit 0
 fi
-if mount -t lustre -o relatime,flock "$LUSTRE_TARGET" "$LUSTRE_MOUNT"; then
-  log "$LUSTRE_TARGET at $LUSTRE_MOUNT"
-else
-  log "mount failed; is the file system available yet?"
-fi
-exit 0
+for attempt in 1 2 3 4 5 6; do
+  if mount -t lustre -o relatime,flock "$LUSTRE_TARGET" "$R$LUSTRE_MOUNT"; then
+    log "$LUSTRE_TARGET at $LUSTRE_MOUNT"
+    step_result ok
+    exit 0
+  fi
+  log "mount of $LUSTRE_TARGET failed (try $attempt of 6)"
+  [ "$attempt" -lt 6 ] && pause "$attempt"
+done
+fail "could not mount $LUSTRE_TARGET" mount

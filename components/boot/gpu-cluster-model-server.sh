@@ -6,16 +6,17 @@
 # until its readiness endpoint answers, then lets the Auto Scaling group put the node in
 # service (the launch lifecycle hook held it out of the load balancer and safe from scale-in).
 set -uo pipefail
-. "${GPUC_ETC:-/etc/gpu-cluster}/cluster.env"
-log() { echo "gpu-cluster model-server: $*"; }
-models="${MODELS_DIR:-$SCRATCH/models}"
-mkdir -p "$models"
-if ! aws s3 sync --only-show-errors --region "$REGION" "s3://$DATA_BUCKET/$MODEL_PREFIX" "$models"; then
+export STEP=model-server
+# shellcheck source=/dev/null
+. "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+models="${MODELS_DIR:-$SCRATCH/models}"  # the path on the node (the container mounts it)
+mkdir -p "$R$models"
+if ! aws s3 sync --only-show-errors --region "$REGION" "s3://$DATA_BUCKET/$MODEL_PREFIX" "$R$models"; then
   log "could not copy s3://$DATA_BUCKET/$MODEL_PREFIX"
   exit 1
 fi
 if [ "$SERVER_KIND" = "triton" ]; then
-  GPUC_BATCH_SIZES="$BATCH_SIZES" GPUC_QUEUE_DELAY_US="$QUEUE_DELAY_US" python3 - "$models" <<'PY'
+  GPUC_BATCH_SIZES="$BATCH_SIZES" GPUC_QUEUE_DELAY_US="$QUEUE_DELAY_US" python3 - "$R$models" <<'PY'
 import os
 import pathlib
 import re
@@ -62,10 +63,11 @@ else
 fi
 read -r -a extra <<<"$SERVER_ARGS"
 # Its own unit: this script runs inside the boot step's unit (gpu-cluster-model-server).
-cat > /etc/systemd/system/gpu-cluster-model-container.service <<UNIT
+cat > "$R/etc/systemd/system/gpu-cluster-model-container.service" <<UNIT
 [Unit]
 Description=gpu-cluster: model server ($SERVER_IMAGE)
 After=docker.service network-online.target
+Wants=network-online.target
 Requires=docker.service
 [Service]
 ExecStartPre=-/usr/bin/docker rm -f model-server
@@ -76,20 +78,35 @@ RestartSec=10
 WantedBy=multi-user.target
 UNIT
 systemctl daemon-reload
-systemctl enable --now gpu-cluster-model-container.service
-token="$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token)"
-instance="$(curl -fsS -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/meta-data/instance-id)"
+systemctl enable gpu-cluster-model-container.service
+instance="$(imds instance-id)" || { log "no instance id from IMDS"; exit 1; }
 group="$(aws autoscaling describe-auto-scaling-instances --region "$REGION" --instance-ids "$instance" \
-  --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)"
+  --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)" \
+  || { log "could not look up this node's group"; exit 1; }
 # Keep the launch hook open while the server loads (each heartbeat restarts its timeout).
 heartbeat() {
   aws autoscaling record-lifecycle-action-heartbeat --region "$REGION" \
     --auto-scaling-group-name "$group" --lifecycle-hook-name "$LIFECYCLE_HOOK" \
     --instance-id "$instance" >/dev/null || true
 }
+# The image (several GB for Triton or vLLM) is pulled before the warm-up clock starts; the
+# launch hook is kept open while it downloads.
+pulled=""
+for attempt in 1 2 3 4 5; do
+  heartbeat
+  if timeout 1800 docker pull -q "$SERVER_IMAGE" >/dev/null; then
+    pulled=yes
+    break
+  fi
+  log "docker pull $SERVER_IMAGE failed (try $attempt of 5)"
+  [ "$attempt" -lt 5 ] && pause "$attempt"
+done
+[ -n "$pulled" ] || log "could not pull $SERVER_IMAGE"
+systemctl restart gpu-cluster-model-container.service
 ready=""
 for tick in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
-  if curl -fsS -o /dev/null "http://127.0.0.1:$SERVER_PORT$READINESS_PATH"; then
+  if [ -n "$pulled" ] && curl -fsS --connect-timeout 2 --max-time 5 -o /dev/null \
+    "http://127.0.0.1:$SERVER_PORT$READINESS_PATH"; then
     ready=yes
     break
   fi

@@ -1,58 +1,65 @@
 #!/bin/bash
 # gpu-cluster: write the node list and the torchrun environment of this node's cluster.
-#   /etc/gpu-cluster/nodes         one line per node: rank, private IP, instance id
-#   /etc/gpu-cluster/torchrun.env  NNODES, NODE_RANK, NPROC_PER_NODE, MASTER_ADDR, ...
-# Ranks follow launch order (oldest first), so running nodes keep their rank when a replaced
-# node joins; the oldest node hosts the c10d rendezvous. --wait: retry until every node of the
-# group has launched (first boot).
-set -euo pipefail
-ETC="${GPUC_ETC:-/etc/gpu-cluster}"
-. "$ETC/cluster.env"
-imds() {
-  local token
-  token=$(curl -sS -X PUT http://169.254.169.254/latest/api/token \
-    -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
-  curl -sS -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
-}
-SELF=$(imds instance-id)
+#   $ETC/nodes         one line per node: index, private IP, instance id (launch order)
+#   $ETC/torchrun.env  NNODES, NPROC_PER_NODE, MASTER_ADDR, MASTER_PORT, RDZV_ID, ...
+# The index is launch order and changes when an older node leaves; it is not a rank.
+# torchrun's c10d rendezvous assigns ranks itself (RANK and GROUP_RANK in each worker);
+# NODE_RANK here is only this node's index in the list. The oldest node hosts the rendezvous.
+# A lookup that fails (IMDS or the EC2 API down) keeps the last good files and exits 1: a
+# transient error never rewrites a cluster of 4 into a cluster of 1.
+# --wait: retry until every node of the group has launched (first boot, in its own unit).
+set -uo pipefail
+export STEP=nodes
+# shellcheck source=/dev/null
+. "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+give_up() { log "$1; keeping the last node list"; exit 1; }
+SELF=$(imds instance-id) || give_up "no instance id from IMDS"
+MAC=$(imds mac) || give_up "no MAC address from IMDS"
 # The node's own VPC: another stack's cluster with the same name is never in it.
-VPC=$(imds "network/interfaces/macs/$(imds mac)/vpc-id")
-GROUP_TAG='Tags[?Key==`aws:autoscaling:groupName`]|[0].Value'
+VPC=$(imds "network/interfaces/macs/$MAC/vpc-id") || give_up "no VPC id from IMDS"
+
 list_nodes() {
-  aws ec2 describe-instances --region "$REGION" \
+  local rows
+  rows=$(aws ec2 describe-instances --region "$REGION" \
     --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$VPC" \
               "Name=instance-state-name,Values=pending,running" \
     --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress]' \
-    --output text | sort | awk '{print NR-1 "\t" $3 "\t" $2}'
+    --output text) || return 1
+  sort <<<"$rows" | awk 'NF == 3 {print NR-1 "\t" $3 "\t" $2}'
 }
-desired_nodes() {
+
+desired_nodes() {  # the group's desired capacity; 1 for a node in no group
   local group
-  group=$(aws ec2 describe-instances --region "$REGION" --instance-ids "$SELF" \
-    --query "Reservations[0].Instances[0].$GROUP_TAG" --output text)
-  if [ -z "$group" ] || [ "$group" = "None" ]; then
-    echo 1  # a single instance, not in an Auto Scaling group
-  else
-    aws autoscaling describe-auto-scaling-groups --region "$REGION" \
-      --auto-scaling-group-names "$group" \
-      --query 'AutoScalingGroups[0].DesiredCapacity' --output text
+  group=$(own_group "$SELF") || return 1
+  if [ -z "$group" ]; then
+    echo 1
+    return 0
   fi
+  aws autoscaling describe-auto-scaling-groups --region "$REGION" \
+    --auto-scaling-group-names "$group" \
+    --query 'AutoScalingGroups[0].DesiredCapacity' --output text
 }
-# Unknown size (no access to the Auto Scaling API): count whoever is running.
-NODE_COUNT=$(desired_nodes 2>/dev/null || true)
-case $NODE_COUNT in '' | *[!0-9]*) NODE_COUNT=0 ;; esac
+
+NODE_COUNT=$(desired_nodes) || give_up "could not read the group's size from the Auto Scaling API"
+case $NODE_COUNT in '' | *[!0-9]*) give_up "the group's size is '$NODE_COUNT'" ;; esac
 ATTEMPTS=1
 [ "${1:-}" = "--wait" ] && ATTEMPTS=180
-for _ in $(seq 1 "$ATTEMPTS"); do
-  list_nodes > "$ETC/nodes.tmp" || true
-  [ "$(wc -l < "$ETC/nodes.tmp")" -ge "$NODE_COUNT" ] && break
-  sleep 5
+listed() { awk -v self="$SELF" '$3 == self' <<<"$NODES" | grep -q .; }
+for attempt in $(seq 1 "$ATTEMPTS"); do
+  NODES=$(list_nodes) || give_up "could not list the cluster's nodes from EC2"
+  listed && [ "$(grep -c . <<<"$NODES")" -ge "$NODE_COUNT" ] && break
+  [ "$attempt" -lt "$ATTEMPTS" ] && sleep "${GPUC_POLL_SECONDS:-5}"
 done
-mv "$ETC/nodes.tmp" "$ETC/nodes"
-NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' "$ETC/nodes")
-MASTER_ADDR=$(awk '$1 == 0 {print $2}' "$ETC/nodes")
-[ "$NODE_COUNT" -gt 0 ] || NODE_COUNT=$(wc -l < "$ETC/nodes")
+listed || give_up "EC2 does not list this node ($SELF) yet"
+NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' <<<"$NODES")
+MASTER_ADDR=$(awk '$1 == 0 {print $2}' <<<"$NODES")
+[ -n "$MASTER_ADDR" ] || give_up "no address for the first node"
+# MIN:MAX for torchrun --nnodes: the job starts with the nodes there are and takes more
+NNODES=$NODE_COUNT
+[ "$NNODES" -gt 0 ] || NNODES=$(grep -c . <<<"$NODES")
+printf '%s\n' "$NODES" > "$ETC/nodes.tmp" && mv "$ETC/nodes.tmp" "$ETC/nodes"
 {
-  echo "NNODES=$NODE_COUNT"
+  echo "NNODES=$NNODES"
   echo "NODE_RANK=${NODE_RANK:-0}"
   echo "NPROC_PER_NODE=$GPUS_PER_NODE"
   echo "MASTER_ADDR=$MASTER_ADDR"
@@ -61,6 +68,7 @@ MASTER_ADDR=$(awk '$1 == 0 {print $2}' "$ETC/nodes")
   echo "DATA_BUCKET=$DATA_BUCKET"
   echo "SCRATCH=$SCRATCH"
   echo "GPUC_EXPECTED_BUSBW_GBPS=$EXPECTED_BUSBW_GBPS"
+  echo "GPUC_CHECKPOINT_FILE=$RUN/checkpoint-now"
   # EFA: libfabric >= 1.18 and aws-ofi-nccl >= 1.7 (on every current Deep Learning AMI) turn
   # on RDMA read where the device has it; FI_EFA_USE_DEVICE_RDMA=1 on a device without it
   # (g4dn, g5, g6) aborts the job, so it is never set.
@@ -68,5 +76,6 @@ MASTER_ADDR=$(awk '$1 == 0 {print $2}' "$ETC/nodes")
     echo "FI_PROVIDER=efa"
     echo "NCCL_SOCKET_IFNAME=^lo,docker"
   fi
-} > "$ETC/torchrun.env.tmp"
-mv "$ETC/torchrun.env.tmp" "$ETC/torchrun.env"
+} > "$ETC/torchrun.env.tmp" && chmod 644 "$ETC/torchrun.env.tmp" \
+  && mv "$ETC/torchrun.env.tmp" "$ETC/torchrun.env"
+log "$(grep -c . <<<"$NODES") node(s), rendezvous at $MASTER_ADDR"

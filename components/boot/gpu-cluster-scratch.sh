@@ -7,12 +7,14 @@
 # whatever its number), an XFS file system labelled gpuc-scratch, mounted by UUID. Never fatal:
 # without disks (or on any error) $SCRATCH is a folder on the root volume, and boot goes on.
 set -uo pipefail
-. "${GPUC_ETC:-/etc/gpu-cluster}/cluster.env"
-DLAMI_NVME="${GPUC_DLAMI_NVME:-/opt/dlami/nvme}"
+export STEP=scratch
+# shellcheck source=/dev/null
+. "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+DLAMI_NVME="$R/opt/dlami/nvme"
 DISK_GLOB="${GPUC_DISK_GLOB:-/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_*}"
 ARRAY="${GPUC_ARRAY:-/dev/md/gpuc-scratch}"
 LABEL=gpuc-scratch
-log() { echo "gpu-cluster scratch: $*"; }
+MOUNT="$R$SCRATCH"
 
 instance_store_disks() {
   local disk
@@ -22,13 +24,24 @@ instance_store_disks() {
   done | sort -u
 }
 
-use_path() {  # $SCRATCH becomes (a link to) the given mounted folder
-  if [ "$1" != "$SCRATCH" ]; then
-    mountpoint -q "$SCRATCH" || { rmdir "$SCRATCH" 2>/dev/null || rm -f "$SCRATCH"; }
-    [ -e "$SCRATCH" ] || ln -s "$1" "$SCRATCH"
+use_path() {  # $SCRATCH becomes a link to the given mounted folder, or says why not
+  if [ "$1" != "$MOUNT" ] && ! mountpoint -q "$MOUNT"; then
+    if [ -d "$MOUNT" ] && [ ! -L "$MOUNT" ] && ! rmdir "$MOUNT" 2>/dev/null; then
+      # a folder with files (an earlier boot's fallback on the root disk): keep them aside
+      mv "$MOUNT" "$MOUNT.root-disk.$(date -u +%Y%m%dT%H%M%S)" \
+        && log "moved the old $SCRATCH folder aside (it was on the root disk)"
+    fi
+    [ -L "$MOUNT" ] && [ "$(readlink "$MOUNT")" != "$1" ] && rm -f "$MOUNT"
+    [ -e "$MOUNT" ] || ln -s "$1" "$MOUNT"
+  fi
+  if [ "$(readlink -f "$MOUNT")" != "$(readlink -f "$1")" ]; then
+    log "$SCRATCH is not $1; scratch stays on the root volume"
+    step_result "failed: $SCRATCH is not the NVMe volume"
+    return 1
   fi
   chmod 1777 "$1"
   log "ready at $SCRATCH ($1)"
+  step_result ok
 }
 
 own_disks() {
@@ -52,18 +65,20 @@ own_disks() {
     mkfs.xfs -f -L "$LABEL" "$volume" || return 1
   fi
   uuid=$(blkid -s UUID -o value "$volume") || return 1
-  mount -o noatime,nofail "UUID=$uuid" "$SCRATCH" || return 1
+  mount -o noatime,nofail "UUID=$uuid" "$MOUNT" || return 1
   log "${#disks[@]} disk(s) as $volume (UUID $uuid)"
 }
 
-mkdir -p "$SCRATCH" 2>/dev/null || true
+mkdir -p "$MOUNT" 2>/dev/null || true
 if [ "$NVME_DISKS" -eq 0 ]; then
   log "this type has no instance store; $SCRATCH is on the root volume"
+  step_result "ok: root volume"
 elif mountpoint -q "$DLAMI_NVME"; then
   use_path "$DLAMI_NVME"  # the AMI's own striped volume
-elif mountpoint -q "$SCRATCH" || own_disks; then
-  use_path "$SCRATCH"
+elif mountpoint -q "$MOUNT" || own_disks; then
+  use_path "$MOUNT"
 else
-  mkdir -p "$SCRATCH" && chmod 1777 "$SCRATCH"
+  mkdir -p "$MOUNT" && chmod 1777 "$MOUNT"
+  step_result "failed: NVMe not set up; $SCRATCH is on the root volume"
 fi
 exit 0

@@ -1,36 +1,59 @@
 #!/bin/bash
-# gpu-cluster: watch instance metadata for the spot two-minute interruption notice and the
-# rebalance recommendation (AWS recommends polling both every 5 seconds). On each first notice:
-# record it in $STATE/<kind> (JSON from IMDS), log it, and send SIGUSR1 to the training
-# processes (every process whose environment carries TORCHELASTIC_RUN_ID, i.e. torchrun's
-# workers, not the agent) so they can checkpoint to S3. --once: one poll, for tests.
+# gpu-cluster: watch instance metadata for the spot interruption notice and the rebalance
+# recommendation (AWS recommends polling every 5 seconds). The job's contract:
+#   rebalance     advisory, may come long before any interruption (or never): written to
+#                 $RUN/rebalance and logged; nothing is signalled.
+#   interruption  the two-minute notice: written to $RUN/interruption and to the checkpoint
+#                 file $RUN/checkpoint-now (GPUC_CHECKPOINT_FILE in torchrun.env, which a job
+#                 may poll), and SIGUSR1 to each training worker: a process torchrun started
+#                 (TORCHELASTIC_RUN_ID in its environment, its parent without it). Processes the
+#                 workers start themselves (DataLoader workers) and the agent get nothing.
+# --once: one poll, for tests.
 set -uo pipefail
-STATE="${GPUC_STATE:-/run/gpu-cluster}"
-IMDS=http://169.254.169.254/latest
-mkdir -p "$STATE"
-signal_training() {
-  local environ pid
-  for environ in /proc/[0-9]*/environ; do
-    pid=${environ#/proc/}; pid=${pid%/environ}
-    if tr '\0' '\n' < "$environ" 2>/dev/null | grep -q '^TORCHELASTIC_RUN_ID='; then
-      kill -USR1 "$pid" 2>/dev/null && echo "gpu-cluster: sent SIGUSR1 to $pid"
-    fi
+export STEP=spot-watch
+# shellcheck source=/dev/null
+. "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+PROC="${GPUC_PROC:-/proc}"
+
+run_id() { tr '\0' '\n' < "$PROC/$1/environ" 2>/dev/null | sed -n 's/^TORCHELASTIC_RUN_ID=//p'; }
+parent() { sed 's/.*) //' "$PROC/$1/stat" 2>/dev/null | awk '{print $2}'; }  # comm may hold spaces
+
+training_workers() {
+  local dir pid ppid
+  for dir in "$PROC"/[0-9]*; do
+    pid=${dir##*/}
+    [ -n "$(run_id "$pid")" ] || continue
+    ppid=$(parent "$pid")
+    [ -n "$ppid" ] && [ -z "$(run_id "$ppid")" ] && echo "$pid"
   done
 }
+
+on_interruption() {
+  local pid
+  cp "$RUN/interruption" "$RUN/checkpoint-now"
+  for pid in $(training_workers); do
+    kill -USR1 "$pid" 2>/dev/null && log "sent SIGUSR1 to training worker $pid"
+  done
+}
+
 while true; do
-  token=$(curl -sS -X PUT "$IMDS/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
   for kind in rebalance interruption; do
     case $kind in
       rebalance) path=events/recommendations/rebalance ;;
       interruption) path=spot/instance-action ;;
     esac
-    [ -e "$STATE/$kind" ] && continue
-    if notice=$(curl -sf -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/$path"); then
-      echo "$notice" > "$STATE/$kind"
-      echo "gpu-cluster: spot $kind notice: $notice"
-      logger -t gpu-cluster "spot $kind notice: $notice" 2>/dev/null || true
-      signal_training
-    fi
+    [ -e "$RUN/$kind" ] && continue
+    notice=$(imds_get "$path")
+    case $? in
+      0)
+        printf '%s\n' "$notice" > "$RUN/$kind"
+        log "spot $kind notice: $notice"
+        logger -t gpu-cluster "spot $kind notice: $notice" 2>/dev/null || true
+        [ "$kind" = interruption ] && on_interruption
+        ;;
+      4) ;;  # no notice
+      *) log "instance metadata did not answer for $path" ;;
+    esac
   done
   [ "${1:-}" = "--once" ] && break
   sleep 5

@@ -7,6 +7,10 @@ import ipaddress
 from typing import Any
 
 import pulumi
+from pulumi.runtime import rpc
+
+from components.aws_limits import violations
+from infra.errors import ConfigError, Problem
 
 MOCK_ACCOUNT = "123456789012"
 MOCK_AMI = {"x86_64": "ami-0a1b2c3d4e5f60718", "arm64": "ami-0f1e2d3c4b5a69788"}
@@ -51,6 +55,34 @@ def _digest(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
 
+class AwsRefusal(ConfigError):
+    """What the AWS API would refuse at create time (components/aws_limits.py): the plan fails
+    as `pulumi up` would, before anything is created."""
+
+
+def refuse_what_aws_refuses(resource_type: str, name: str, inputs: dict[str, Any]) -> None:
+    known = {k: v for k, v in inputs.items() if not (isinstance(v, str) and v == rpc.UNKNOWN)}
+    found = violations(resource_type, known)
+    if found:
+        stack = pulumi.get_stack()
+        raise AwsRefusal(
+            stack,
+            [
+                Problem(
+                    path=f"{name}.{v.input_name} ({resource_type})",
+                    received=f"{v.size:,} {v.unit}",
+                    problem=f"AWS would refuse this resource: {v.message()}",
+                    allowed=f"at most {v.maximum:,} {v.unit}",
+                    fix=(
+                        "turn off a feature the stack does not need (fsx, secrets, spot), "
+                        "or report it: gpu-cluster keeps every stack inside AWS's limits"
+                    ),
+                )
+                for v in found
+            ],
+        )
+
+
 class PlanMocks(pulumi.runtime.Mocks):
     """Answers the engine the way AWS would, deterministically."""
 
@@ -66,6 +98,7 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
+        refuse_what_aws_refuses(typ, name, inputs)
         if typ == "pulumi:pulumi:StackReference":
             return self._stack_reference(inputs.get("name", name))
         identity = [str(inputs.get(field, "")) for field in CREATE_ONLY.get(typ, ())]
