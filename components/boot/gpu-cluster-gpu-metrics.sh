@@ -14,12 +14,12 @@ CTL="$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl"
 fail() { log "$1"; step_result "failed: $1"; exit 1; }  # the unit retries; health says degraded
 if [ ! -x "$CTL" ]; then
   arch="$(dpkg --print-architecture)"
-  package="$(mktemp --suffix=.deb)"
+  package="$(mktemp -d)/amazon-cloudwatch-agent.deb"
   url="https://amazoncloudwatch-agent-$REGION.s3.$REGION.amazonaws.com/ubuntu/$arch/latest/amazon-cloudwatch-agent.deb"
   curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$package" "$url" \
     || fail "could not download the CloudWatch agent from $url: no GPU metrics, no idle stop"
   apt_run install "$package" || fail "could not install the CloudWatch agent (see apt-get above)"
-  rm -f "$package"
+  rm -rf "$(dirname "$package")"
 fi
 config="$AGENT_DIR/etc/gpu-cluster.json"
 mkdir -p "$(dirname "$config")"

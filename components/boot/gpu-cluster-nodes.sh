@@ -68,7 +68,7 @@ printf '%s\n' "$NODES" > "$ETC/nodes.tmp" && mv "$ETC/nodes.tmp" "$ETC/nodes"
   echo "DATA_BUCKET=$DATA_BUCKET"
   echo "SCRATCH=$SCRATCH"
   echo "GPUC_EXPECTED_BUSBW_GBPS=$EXPECTED_BUSBW_GBPS"
-  echo "GPUC_CHECKPOINT_FILE=$RUN/checkpoint-now"
+  echo "GPUC_CHECKPOINT_FILE=${RUN#"$R"}/checkpoint-now"
   # EFA: libfabric >= 1.18 and aws-ofi-nccl >= 1.7 (on every current Deep Learning AMI) turn
   # on RDMA read where the device has it; FI_EFA_USE_DEVICE_RDMA=1 on a device without it
   # (g4dn, g5, g6) aborts the job, so it is never set.

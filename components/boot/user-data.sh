@@ -9,6 +9,8 @@ mkdir -p "$R/etc/gpu-cluster" "$R/usr/local/lib/gpu-cluster" "$R/usr/local/sbin"
 cat > "$R/etc/gpu-cluster/cluster.env" <<'ENV'
 {{CLUSTER_ENV}}
 ENV
+# shellcheck source=/dev/null
+. "$R/etc/gpu-cluster/cluster.env"
 cat > "$R/usr/local/lib/gpu-cluster/lib.sh" <<'SCRIPT'
 {{LIB_SCRIPT}}
 SCRIPT

@@ -1,0 +1,411 @@
+"""The boot harness: a node's rendered user data run as bash on this machine, every system path
+under a temporary root (GPUC_ROOT), every command the node calls answered as the real AMI would.
+
+- IMDSv2: a real HTTP server (boot_fakes.FakeImds) reached with the real curl, faults injectable.
+- nvidia-smi, fi_info, lspci, apt-get, dpkg: boot_fakes' scripts printing the real formats.
+- systemctl: runs a unit's ExecStart when it is started (boot steps run as they would), records
+  enable/start/reboot; journalctl prints the node's kernel log.
+- aws: a recording stub answering from a table, or the real AWS CLI against a moto server.
+- Downloads from outside (release buckets, apt keys) succeed or fail as a test says.
+Each test builds a BootNode, boots it (or runs one step) and reads what the node left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from boot_fakes import (
+    FakeImds,
+    apt_scripts,
+    fi_info_script,
+    lspci_script,
+    nvidia_smi_script,
+    write_executable,
+)
+
+BASH = shutil.which("bash") or "/bin/bash"
+REAL_CURL = shutil.which("curl") or "/usr/bin/curl"
+PYTHON = sys.executable
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What lspci, nvidia-smi and fi_info see on an instance type."""
+
+    gpu: str
+    gpus: int
+    efa_devices: int
+    nvswitches: int
+
+
+P4D = Hardware("A100-SXM4-40GB", 8, 4, 6)
+P5_48XL = Hardware("H100 80GB HBM3", 8, 32, 4)
+P5_4XL = Hardware("H100 80GB HBM3", 1, 0, 0)
+G5 = Hardware("A10G", 1, 0, 0)
+G6 = Hardware("L4", 1, 0, 0)
+G4DN = Hardware("Tesla T4", 1, 0, 0)
+
+SYSTEMCTL = r"""
+import json, os, subprocess, sys
+
+harness, root = os.environ["HARNESS"], os.environ["GPUC_ROOT"]
+path = os.path.join(harness, "systemd.json")
+state = json.load(open(path)) if os.path.exists(path) else {"active": [], "log": [], "runs": []}
+args = sys.argv[1:]
+state["log"].append(args)
+json.dump(state, open(path, "w"))
+
+
+def unit_file(unit):
+    return os.path.join(root, "etc/systemd/system", unit)
+
+
+def start(unit):
+    if not unit.endswith((".service", ".timer")):
+        unit += ".service"
+    if unit.endswith(".timer"):
+        state["active"].append(unit)
+        return 0
+    text = open(unit_file(unit)).read() if os.path.exists(unit_file(unit)) else ""
+    command = next((l[10:].split() for l in text.splitlines() if l.startswith("ExecStart=")), None)
+    if command is None:
+        return 5  # Unit not found
+    program = root + command[0]
+    if not os.path.exists(program):
+        program = os.path.basename(command[0])
+    done = subprocess.run([program, *command[1:]], env=os.environ)
+    state["runs"].append({"unit": unit, "rc": done.returncode})
+    if done.returncode == 0:
+        state["active"].append(unit)
+    return done.returncode
+
+
+verb = [a for a in args if not a.startswith("-")]
+rc = 0
+if verb and verb[0] in ("start", "restart"):
+    for unit in verb[1:]:
+        code = start(unit)
+        rc = rc or (0 if "--no-block" in args else code)
+elif verb and verb[0] == "enable" and "--now" in args:
+    for unit in verb[1:]:
+        rc = rc or start(unit)
+elif verb and verb[0] == "is-active":
+    unit = verb[1] if verb[1].endswith((".service", ".timer")) else verb[1] + ".service"
+    rc = 0 if unit in state["active"] else 3
+    if "--quiet" not in args:
+        print("active" if rc == 0 else "inactive")
+json.dump(state, open(path, "w"))
+sys.exit(rc)
+"""
+
+AWS_STUB = r"""
+import json, os, sys
+
+harness = os.environ["HARNESS"]
+args = sys.argv[1:]
+with open(os.path.join(harness, "aws-calls.jsonl"), "a") as calls:
+    calls.write(json.dumps(args) + "\n")
+table = json.load(open(os.path.join(harness, "aws.json")))
+line = " ".join(args)
+for needle in table.get("down", []):
+    if needle in line:
+        sys.stderr.write(
+            "\nCould not connect to the endpoint URL: \"https://ec2.us-east-1.amazonaws.com/\"\n"
+        )
+        sys.exit(255)
+for needle, answer in table.get("answers", []):
+    if needle in line:
+        sys.stdout.write(answer if answer.endswith("\n") or not answer else answer + "\n")
+        break
+"""
+
+CURL = r"""#!/bin/bash
+# IMDS and local endpoints: the real curl. Anything else is a download from outside the node.
+for arg in "$@"; do
+  case $arg in http://127.0.0.1:*) exec "$REAL_CURL" "$@" ;; esac
+done
+out="" url=""
+while [ $# -gt 0 ]; do
+  case $1 in -o) out=$2; shift ;; http*) url=$1 ;; esac
+  shift
+done
+echo "$url" >> "$HARNESS/downloads"
+blocked="$HARNESS/unreachable"
+if grep -qxF "$url" "$blocked" 2>/dev/null || grep -qx '\*' "$blocked" 2>/dev/null; then
+  echo "curl: (28) Failed to connect to ${url#https://} port 443 after 10001 ms:" \
+    "Timeout was reached" >&2
+  exit 28
+fi
+if [ -n "$out" ]; then echo "payload of $url" > "$out"; else echo "payload of $url"; fi
+"""
+
+SHELL_STUBS = {
+    "journalctl": 'cat "$HARNESS/kernel.log" 2>/dev/null\n',
+    "mountpoint": '[ "$1" = -q ] && shift\ngrep -qxF "$1" "$HARNESS/mounts"\n',
+    "mount": (
+        'echo "mount $*" >> "$HARNESS/calls"\n'
+        'left=$(cat "$HARNESS/mount-failures" 2>/dev/null || echo 0)\n'
+        'if [ "$left" -gt 0 ]; then echo $((left - 1)) > "$HARNESS/mount-failures"\n'
+        '  echo "mount.lustre: mount failed: No such file or directory" >&2; exit 2; fi\n'
+        'echo "${@: -1}" >> "$HARNESS/mounts"\n'
+    ),
+    "mount-s3.installed": (
+        'echo "mount-s3 $*" >> "$HARNESS/calls"\necho "${@: -1}" >> "$HARNESS/mounts"\n'
+    ),
+    "modinfo": '[ -e "$HARNESS/lustre-installed" ]\n',
+    "gpg": 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done\ncat > "$out"\n',
+    "logger": "exit 0\n",
+    "docker": (
+        'echo "docker $*" >> "$HARNESS/calls"\n'
+        'left=$(cat "$HARNESS/pull-failures" 2>/dev/null || echo 0)\n'
+        'if [ "$1" = pull ] && [ "$left" -gt 0 ]; then echo $((left - 1)) > '
+        '"$HARNESS/pull-failures"\n'
+        '  echo "Error response from daemon: Get https://nvcr.io/v2/: net/http: TLS handshake '
+        'timeout" >&2; exit 1; fi\n'
+    ),
+    "mkfs.xfs": 'echo "mkfs.xfs $*" >> "$HARNESS/calls"\n',
+    "blkid": (
+        'case "$*" in *TYPE*) cat "$HARNESS/fstype" 2>/dev/null;; *UUID*) echo 0b7e-uuid;; esac\n'
+    ),
+    "mdadm": 'echo "mdadm $*" >> "$HARNESS/calls"\n[ "$1" != --assemble ]\n',
+}
+
+APT_WRAPPER = r"""#!/bin/bash
+# The fake apt-get, then what an install leaves on the node (commands, kernel modules).
+"$HARNESS/bin-fakes/apt-get" "$@" || exit $?
+for arg in "$@"; do
+  case $arg in
+    */mount-s3.deb) cp "$HARNESS/bin/mount-s3.installed" "$HARNESS/bin/mount-s3" ;;
+    lustre-client-modules-*) touch "$HARNESS/lustre-installed" ;;
+    */amazon-cloudwatch-agent.deb)
+      ctl="$GPUC_ROOT/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
+      mkdir -p "$(dirname "$ctl")"
+      printf '#!/bin/bash\necho "amazon-cloudwatch-agent-ctl $*" >> "$HARNESS/calls"\n' > "$ctl"
+      chmod 755 "$ctl" ;;
+  esac
+done
+"""
+
+
+class BootNode:
+    """One node under a temporary root, with its fakes; see the module docstring."""
+
+    def __init__(
+        self,
+        folder: Path,
+        user_data: str,
+        imds: FakeImds,
+        hardware: Hardware = P4D,
+        aws_endpoint: str | None = None,
+    ) -> None:
+        self.folder, self.imds, self.hardware = folder, imds, hardware
+        self.root, self.harness = folder / "root", folder / "harness"
+        self.bin = self.harness / "bin"
+        fakes = self.harness / "bin-fakes"
+        for path in (self.root / "etc", self.root / "run", self.bin, fakes):
+            path.mkdir(parents=True, exist_ok=True)
+        (self.root / "etc/os-release").write_text("VERSION_CODENAME=noble\nID=ubuntu\n")
+        (self.harness / "mounts").write_text("")
+        self.user_data = folder / "user-data.sh"
+        self.user_data.write_text(user_data)
+        self.smi_state, self.apt_state = self.harness / "smi.json", self.harness / "apt.json"
+        self.set_gpus(model=hardware.gpu, count=hardware.gpus)
+        self.apt_state.write_text("{}")
+        write_executable(self.bin / "nvidia-smi", nvidia_smi_script(self.smi_state, PYTHON))
+        write_executable(self.bin / "fi_info", fi_info_script(hardware.efa_devices, PYTHON))
+        write_executable(
+            self.bin / "lspci",
+            lspci_script(hardware.nvswitches, hardware.gpus, PYTHON, model=hardware.gpu),
+        )
+        for name, text in apt_scripts(self.apt_state, PYTHON).items():
+            write_executable(fakes / name, text)
+        write_executable(self.bin / "dpkg", (fakes / "dpkg").read_text())
+        write_executable(self.bin / "apt-get", APT_WRAPPER)
+        write_executable(self.bin / "systemctl", f"#!{PYTHON}\n{SYSTEMCTL}")
+        write_executable(self.bin / "curl", CURL)
+        for name, body in SHELL_STUBS.items():
+            write_executable(self.bin / name, "#!/bin/bash\n" + body)
+        self.aws_endpoint = aws_endpoint
+        if aws_endpoint is None:
+            write_executable(self.bin / "aws", f"#!{PYTHON}\n{AWS_STUB}")
+            self.answer_aws()
+
+    # --- what the node sees -----------------------------------------------------------------
+
+    def set_gpus(self, **state: Any) -> None:
+        """nvidia-smi's state (boot_fakes.nvidia_smi_script), merged into what is there."""
+        current = json.loads(self.smi_state.read_text()) if self.smi_state.exists() else {}
+        self.smi_state.write_text(json.dumps({**current, **state}))
+
+    def set_apt(self, **state: Any) -> None:
+        current = json.loads(self.apt_state.read_text())
+        self.apt_state.write_text(json.dumps({**current, **state}))
+
+    def apt(self) -> dict[str, Any]:
+        return json.loads(self.apt_state.read_text())
+
+    def answer_aws(self, answers: list[tuple[str, str]] | None = None, down=()) -> None:
+        """The aws stub: the first answer whose text is in the command line; `down`: calls
+        containing these texts fail as with no route to the endpoint."""
+        table = {"answers": answers or [], "down": list(down)}
+        (self.harness / "aws.json").write_text(json.dumps(table))
+
+    def unreachable(self, *urls: str) -> None:
+        """Downloads from these URLs ("*": from anywhere outside) time out."""
+        (self.harness / "unreachable").write_text("".join(f"{u}\n" for u in urls))
+
+    def kernel_log(self, text: str) -> None:
+        (self.harness / "kernel.log").write_text(text)
+
+    def activate(self, *units: str) -> None:
+        """Units the AMI runs (nvidia-fabricmanager.service, ...)."""
+        state = self.systemd()
+        state["active"] += list(units)
+        (self.harness / "systemd.json").write_text(json.dumps(state))
+
+    # --- running it -------------------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {
+            "PATH": f"{self.bin}:{VENV_BIN}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            "HOME": str(self.folder),
+            "LANG": "C.UTF-8",
+            "HARNESS": str(self.harness),
+            "REAL_CURL": REAL_CURL,
+            "GPUC_ROOT": str(self.root),
+            "GPUC_IMDS": self.imds.url,
+            "GPUC_RETRY_DELAY": "0",
+            "GPUC_POLL_SECONDS": "0",
+            "GPUC_DISK_GLOB": str(self.root / "dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_*"),
+            "GPUC_ARRAY": str(self.root / "dev/md/gpuc-scratch"),
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_MAX_ATTEMPTS": "1",
+        }
+        if self.aws_endpoint:
+            env["AWS_ENDPOINT_URL"] = self.aws_endpoint
+        return env
+
+    def boot(self, timeout: float = 180) -> subprocess.CompletedProcess:
+        """Run the whole user data, as cloud-init does on first boot (and again: a reboot of
+        a node runs only the enabled units; call step() for those)."""
+        return subprocess.run(
+            [BASH, str(self.user_data)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def step(self, name: str, *args: str, timeout: float = 120, **kwargs: Any):
+        """Run one installed boot step (/usr/local/sbin/NAME or /usr/local/bin/NAME)."""
+        program = self.root / "usr/local/sbin" / name
+        if not program.exists():
+            program = self.root / "usr/local/bin" / name
+        env = {**self.env, **kwargs.pop("env", {})}
+        return subprocess.run(
+            [BASH, str(program), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kwargs,
+        )
+
+    def install_only(self) -> subprocess.CompletedProcess:
+        """Write every file and unit of the user data without starting any step."""
+        stub = self.bin / "systemctl"
+        real = stub.read_text()
+        write_executable(stub, "#!/bin/bash\nexit 0\n")
+        try:
+            return self.boot()
+        finally:
+            write_executable(stub, real)
+
+    # --- what it left behind ----------------------------------------------------------------
+
+    def file(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    def read(self, path: str) -> str:
+        return self.file(path).read_text()
+
+    def systemd(self) -> dict[str, Any]:
+        path = self.harness / "systemd.json"
+        return (
+            json.loads(path.read_text()) if path.exists() else {"active": [], "log": [], "runs": []}
+        )
+
+    def aws_calls(self) -> list[list[str]]:
+        path = self.harness / "aws-calls.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def calls(self) -> list[str]:
+        path = self.harness / "calls"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def mounts(self) -> list[str]:
+        return (self.harness / "mounts").read_text().splitlines()
+
+    def env_file(self, path: str) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in self.read(path).splitlines() if "=" in line)
+
+
+def moto_instance(endpoint: str, tags: dict[str, str] | None = None) -> str:
+    """An instance in the moto server at ``endpoint``; its id."""
+    import boto3
+
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=endpoint)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    spec = (
+        [
+            {
+                "ResourceType": "instance",
+                "Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()],
+            }
+        ]
+        if tags
+        else []
+    )
+    reply = ec2.run_instances(
+        ImageId=image,
+        InstanceType="p4d.24xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=spec,
+    )
+    return reply["Instances"][0]["InstanceId"]
+
+
+def run_as(user: str, command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``command`` as ``user`` (the tests run as root, as cloud-init does)."""
+    return subprocess.run(
+        ["setpriv", f"--reuid={user}", f"--regid={user_group(user)}", "--init-groups", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def user_group(user: str) -> str:
+    import grp
+    import pwd
+
+    return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+
+
+def environ_of(env: dict[str, str]) -> dict[str, str]:
+    return {**os.environ, **env}
