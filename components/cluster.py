@@ -72,8 +72,16 @@ class GpuClusterArgs:
         return self.facts.gpus * self.node_count
 
 
+# Session Manager's default shell is a non-login `sh` as ssm-user (amazon-ssm-agent,
+# agent/session/shell/shell_unix.go), which reads no /etc/profile.d: start a login shell of
+# the job user instead, so the session has the cluster's torchrun environment.
+SSM_LOGIN_SHELL = (
+    '--document-name AWS-StartInteractiveCommand --parameters command="sudo -iu ubuntu"'
+)
+
+
 def ssm_session_command(instance_id: str, region: str) -> str:
-    return f"aws ssm start-session --region {region} --target {instance_id}"
+    return f"aws ssm start-session --region {region} --target {instance_id} {SSM_LOGIN_SHELL}"
 
 
 def list_nodes_command(group: str, region: str) -> str:
@@ -95,7 +103,7 @@ def ssm_first_node_command(group: str, region: str) -> str:
         "Name=instance-state-name,Values=running --query "
         "'sort_by(Reservations[].Instances[], &LaunchTime)[0].InstanceId' --output text"
     )
-    return f"aws ssm start-session --region {region} --target $({first})"
+    return f"aws ssm start-session --region {region} --target $({first}) {SSM_LOGIN_SHELL}"
 
 
 class GpuCluster(pulumi.ComponentResource):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -218,15 +219,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
                 )
             ),
         )
-    pulumi.export(
-        "dataPath",
-        cluster.bucket_name.apply(
-            lambda bucket: (
-                f"s3://{bucket} read-only at {DATA_MOUNT} (Mountpoint for Amazon S3, "
-                f"read cache on {SCRATCH_MOUNT})"
-            )
-        ),
-    )
+    pulumi.export("dataPath", cluster.bucket_name.apply(lambda b: data_path(b, spec)))
     pulumi.export("amiId", cluster.ami.image_id)
     pulumi.export("amiName", cluster.ami.name)
     if cluster.node_group_name is not None:
@@ -336,3 +329,18 @@ def main() -> None:
             deploy_inference(spec)
         else:
             deploy_cluster(spec)
+
+
+def data_path(bucket: str, spec: Any) -> str:
+    """Where a node finds the data bucket. Mountpoint comes from its release bucket and the
+    Ubuntu archive, outside the VPC: without a NAT gateway a node cannot install it."""
+    if not spec.network.nat_gateway:
+        return (
+            f"s3://{bucket} (not mounted at {DATA_MOUNT}: Mountpoint for Amazon S3 installs from "
+            "outside the VPC and network.natGateway is false; use aws s3 cp or boto3, which "
+            "reach the bucket through the S3 gateway endpoint)"
+        )
+    return (
+        f"s3://{bucket} read-only at {DATA_MOUNT} (Mountpoint for Amazon S3, "
+        f"read cache on {SCRATCH_MOUNT})"
+    )

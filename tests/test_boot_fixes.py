@@ -79,7 +79,7 @@ def test_nodes_launch_only_after_what_their_boot_needs(train_plan):
 
 def test_login_shells_see_the_torchrun_environment(train_plan):
     script = user_data(train_plan)
-    profile = script.split("cat > /etc/profile.d/gpu-cluster.sh <<'PROFILE'\n")[1]
+    profile = script.split("cat > \"$R/etc/profile.d/gpu-cluster.sh\" <<'PROFILE'\n")[1]
     profile = profile.split("\nPROFILE\n")[0]
     assert ". /etc/gpu-cluster/torchrun.env" in profile and "set -a" in profile
 

@@ -1,72 +1,99 @@
-"""The data-bucket mount script, run with stubs for curl, apt-get, mount-s3 and mountpoint."""
+"""The data-bucket mount step on a booted node (tests/boot_harness.py): Mountpoint for Amazon
+S3 from its release bucket through the harness's download wrapper and fake apt-get, mount-s3
+and mountpoint as the harness's recording stubs."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 
-from conftest import write_stubs
+import pytest
+from boot_fakes import FakeImds
+from boot_harness import BootNode
 
-from components.user_data import boot_script
+from components.user_data import BootConfig, render_user_data
 
-BASH = shutil.which("bash")
-
-
-def run(tmp_path, *, installed=False, download_ok=True, mounted=False):
-    etc, bin_dir = tmp_path / "etc", tmp_path / "bin"
-    etc.mkdir()
-    bin_dir.mkdir()
-    (etc / "cluster.env").write_text(
-        f"REGION=us-east-1\nDATA_BUCKET=gpuc-data-1\nSCRATCH={tmp_path}/nvme\n"
-        f"DATA_MOUNT={tmp_path}/data\n"
-    )
-    calls = tmp_path / "calls"
-    stubs = {
-        "curl": f'echo "curl $*" >> {calls}\n' + ("" if download_ok else "exit 22\n"),
-        "apt-get": f'echo "apt-get $*" >> {calls}\n',
-        "mountpoint": "exit 0\n" if mounted else "exit 1\n",
-    }
-    if installed:
-        stubs["mount-s3"] = f'echo "mount-s3 $*" >> {calls}\n'
-    write_stubs(bin_dir, stubs)
-    script = tmp_path / "data.sh"
-    script.write_text(boot_script("gpu-cluster-data.sh"))
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "GPUC_ETC": str(etc),
-        "GPUC_FUSE_CONF": str(tmp_path / "fuse.conf"),
-    }
-    result = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr  # never fatal
-    return result.stdout, calls.read_text().splitlines() if calls.exists() else []
+RELEASE = "https://s3.amazonaws.com/mountpoint-s3-release/latest/x86_64/mount-s3.deb"
 
 
-def test_mounts_the_bucket_read_only_with_its_cache_on_nvme(tmp_path):
-    out, calls = run(tmp_path, installed=True)
-    (mount,) = [c for c in calls if c.startswith("mount-s3")]
+@pytest.fixture(scope="module")
+def imds():
+    with FakeImds() as server:
+        yield server
+
+
+def data_step(tmp_path, imds, *, installed=False, internet=True, mounted=False, blocked=()):
+    """Install the node, run gpu-cluster-data; the node and the step's log."""
+    boot = BootConfig("train", "us-east-1", 8, 8, 4, "gpuc-data-1", internet=internet)
+    node = BootNode(tmp_path, render_user_data(boot), imds)
+    assert node.install_only().returncode == 0
+    node.unreachable(*blocked)
+    if installed:  # the AMI has Mountpoint already
+        shutil.copy(node.bin / "mount-s3.installed", node.bin / "mount-s3")
+    if mounted:
+        (node.harness / "mounts").write_text(f"{node.file('/mnt/data')}\n")
+    done = node.step("gpu-cluster-data")
+    assert done.returncode == 0, done.stderr  # never fatal
+    return node, done.stderr
+
+
+def mounts_s3(node: BootNode) -> list[str]:
+    return [c for c in node.calls() if c.startswith("mount-s3")]
+
+
+def apt_calls(node: BootNode) -> list[list[str]]:
+    return [c[1:] for c in node.apt().get("calls", []) if c[0] == "apt-get"]
+
+
+def downloads(node: BootNode) -> list[str]:
+    path = node.harness / "downloads"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def result(node: BootNode) -> str:
+    return node.read("/run/gpu-cluster/step-data").strip()
+
+
+def test_mounts_the_bucket_read_only_with_its_cache_on_nvme(tmp_path, imds):
+    node, log = data_step(tmp_path, imds, installed=True)
+    (mount,) = mounts_s3(node)
     assert mount == (
-        f"mount-s3 --read-only --allow-other --cache {tmp_path}/nvme/s3-cache --region us-east-1 "
-        f"gpuc-data-1 {tmp_path}/data"
+        "mount-s3 --read-only --allow-other --cache /mnt/nvme/s3-cache --region us-east-1 "
+        f"gpuc-data-1 {node.file('/mnt/data')}"
     )
-    assert (tmp_path / "fuse.conf").read_text() == "user_allow_other\n"
-    assert "s3://gpuc-data-1 at" in out
+    assert node.file("/mnt/nvme/s3-cache").is_dir()
+    assert node.read("/etc/fuse.conf") == "user_allow_other\n"
+    assert "s3://gpuc-data-1 at /mnt/data" in log and result(node) == "ok"
+    assert downloads(node) == [] and apt_calls(node) == []  # nothing installed
 
 
-def test_installs_mountpoint_from_its_release_bucket_first(tmp_path):
-    _, calls = run(tmp_path)
-    (download,) = [c for c in calls if c.startswith("curl")]
-    assert "https://s3.amazonaws.com/mountpoint-s3-release/latest/x86_64/mount-s3.deb" in download
-    assert any(c.startswith("apt-get install -y") for c in calls)
+def test_installs_mountpoint_from_its_release_bucket_first(tmp_path, imds):
+    node, log = data_step(tmp_path, imds)
+    assert downloads(node) == [RELEASE]
+    update, install = apt_calls(node)
+    # a fresh index first: Ubuntu 24.04's libfuse2t64 is found only with one
+    assert update[-1] == "update" and "DPkg::Lock::Timeout=600" in update
+    assert install[-2] == "install" and install[-1].endswith("/mount-s3.deb")
+    assert "DPkg::Lock::Timeout=600" in install and "-y" in install
+    assert {"mount-s3", "libfuse2t64"} <= set(node.apt()["installed"])
+    assert len(mounts_s3(node)) == 1  # then mounted with what it installed
+    assert "installed Mountpoint" in log and result(node) == "ok"
 
 
-def test_without_a_route_to_the_release_boot_goes_on(tmp_path):
-    out, calls = run(tmp_path, download_ok=False)
-    assert not any(c.startswith(("apt-get", "mount-s3")) for c in calls)
-    assert "could not install Mountpoint" in out
+@pytest.mark.parametrize("internet", [True, False])
+def test_without_a_route_to_the_release_boot_goes_on(tmp_path, imds, internet):
+    if internet:  # a NAT gateway, but the release bucket does not answer
+        node, log = data_step(tmp_path, imds, blocked=[RELEASE])
+        assert downloads(node) == [RELEASE] and f"could not download {RELEASE}" in log
+        assert result(node) == "failed: download"
+    else:  # no NAT gateway: nothing outside the VPC is tried
+        node, log = data_step(tmp_path, imds, internet=False)
+        assert downloads(node) == []
+        assert "no NAT gateway" in log and result(node) == "skipped"
+    assert apt_calls(node) == [] and mounts_s3(node) == []
+    assert not (node.bin / "mount-s3").exists()
 
 
-def test_an_existing_mount_is_left_alone(tmp_path):
-    _, calls = run(tmp_path, installed=True, mounted=True)
-    assert not any(c.startswith("mount-s3") for c in calls)
+def test_an_existing_mount_is_left_alone(tmp_path, imds):
+    node, log = data_step(tmp_path, imds, installed=True, mounted=True)
+    assert mounts_s3(node) == []
+    assert "already at /mnt/data" in log and result(node) == "ok"

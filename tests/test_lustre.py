@@ -4,14 +4,14 @@ bucket, with Lustre's ports between nodes and file system; validated; mounted by
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
+import platform
 
 import pytest
-from conftest import ROOT, TRAIN_LIKE, plan_config, write_stubs
+from boot_fakes import FakeImds
+from boot_harness import BootNode
+from conftest import ROOT, TRAIN_LIKE, plan_config
 
-from components.user_data import boot_script, decoded_user_data
+from components.user_data import BootConfig, decoded_user_data, render_user_data
 from infra.config import load_spec
 from infra.cost.model import estimate_cluster
 from infra.errors import ConfigError
@@ -131,30 +131,69 @@ def test_fsx_settings_are_checked(fsx, path, fix):
     assert problem.path == f"gpu-cluster:{path}" and problem.fix.endswith(fix)
 
 
-def test_mount_script_installs_the_client_and_mounts(tmp_path):
-    etc, bin_dir = tmp_path / "etc", tmp_path / "bin"
-    etc.mkdir()
-    bin_dir.mkdir()
-    (etc / "cluster.env").write_text(
-        f"LUSTRE_TARGET=fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd\nLUSTRE_MOUNT={tmp_path}/fsx\n"
+TARGET = "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd"
+KEY_URL = "https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
+
+
+@pytest.fixture(scope="module")
+def imds():
+    with FakeImds() as server:
+        yield server
+
+
+def lustre_node(tmp_path, imds) -> BootNode:
+    boot = BootConfig("train", "us-east-1", 8, 8, 4, "b", lustre_target=TARGET)
+    node = BootNode(tmp_path, render_user_data(boot), imds)
+    assert node.install_only().returncode == 0
+    return node
+
+
+def test_mount_script_installs_the_client_and_mounts(tmp_path, imds):
+    node = lustre_node(tmp_path, imds)
+    done = node.step("gpu-cluster-lustre")
+    assert done.returncode == 0, done.stderr
+    # the FSx apt repository, signed by its key, for this Ubuntu release
+    assert KEY_URL in (node.harness / "downloads").read_text().splitlines()
+    key = node.file("/usr/share/keyrings/fsx-ubuntu-public-key.gpg")
+    assert key.read_text() == f"payload of {KEY_URL}\n"
+    assert node.read("/etc/apt/sources.list.d/fsxlustreclientrepo.list") == (
+        f"deb [signed-by={key}] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu noble main\n"
     )
-    calls = tmp_path / "calls"
-    write_stubs(
-        bin_dir,
-        {
-            "modinfo": "exit 0\n",  # the client is already installed
-            "mountpoint": "exit 1\n",
-            "mount": f'echo "mount $*" >> {calls}\n',
-        },
-    )
-    script = tmp_path / "lustre.sh"
-    script.write_text(boot_script("gpu-cluster-lustre.sh"))
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUC_ETC": str(etc)}
-    result = subprocess.run(
-        [shutil.which("bash"), str(script)], env=env, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    assert calls.read_text().strip() == (
-        f"mount -t lustre -o relatime,flock fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd "
-        f"{tmp_path}/fsx"
-    )
+    apt = [c[1:] for c in node.apt()["calls"] if c[0] == "apt-get"]
+    assert [c[-1] for c in apt[:1]] == ["update"]
+    (install,) = [c for c in apt if "install" in c]
+    kernel = platform.release()  # uname -r
+    assert install[-3:] == ["install", f"lustre-client-modules-{kernel}", "lustre-client-modules-aws"]
+    assert all("DPkg::Lock::Timeout=600" in c for c in apt)
+    assert node.calls() == [f"mount -t lustre -o relatime,flock {TARGET} {node.file('/fsx')}"]
+    assert node.read("/run/gpu-cluster/step-lustre") == "ok\n"
+    # the next boot: the client is there and so is the mount
+    again = node.step("gpu-cluster-lustre")
+    assert again.returncode == 0 and len(node.calls()) == 1
+    assert len([c for c in node.apt()["calls"] if c[0] == "apt-get"]) == len(apt)
+
+
+def test_the_mount_is_retried_and_a_lasting_failure_fails_the_step(tmp_path, imds):
+    node = lustre_node(tmp_path / "creating", imds)
+    (node.harness / "mount-failures").write_text("5")  # still creating for five tries
+    done = node.step("gpu-cluster-lustre")
+    assert done.returncode == 0, done.stderr
+    assert len(node.calls()) == 6 and node.mounts() == [str(node.file("/fsx"))]
+    assert node.read("/run/gpu-cluster/step-lustre") == "ok\n"
+
+    node = lustre_node(tmp_path / "gone", imds)
+    (node.harness / "mount-failures").write_text("6")
+    done = node.step("gpu-cluster-lustre")
+    assert done.returncode == 1  # the unit fails, and the health check sees why
+    assert len(node.calls()) == 6 and node.mounts() == []
+    assert node.read("/run/gpu-cluster/step-lustre") == "failed: mount\n"
+    assert f"could not mount {TARGET}" in done.stderr
+
+
+def test_no_client_for_the_kernel_is_the_reported_failure(tmp_path, imds):
+    node = lustre_node(tmp_path, imds)
+    node.set_apt(available=["lustre-client-modules-aws"])  # no modules built for this kernel
+    done = node.step("gpu-cluster-lustre")
+    assert done.returncode == 1 and node.calls() == []  # no mount without the client
+    result = node.read("/run/gpu-cluster/step-lustre").strip()
+    assert result == f"failed: client-for-{platform.release()}"
