@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from boot_fakes import FakeImds
+from boot_harness import P4D, BootNode
 from conftest import TRAIN_LIKE, only, plan_config
 
 from components.user_data import decoded_user_data
@@ -159,20 +161,49 @@ def test_network_endpoints_nat_and_flow_logs(train_plan):
     )
 
 
-def test_user_data_builds_raid0_and_node_list(train_plan):
-
+def test_user_data_builds_raid0_and_node_list(train_plan, tmp_path):
     script = decoded_user_data(only(train_plan, LT).inputs["userData"])
     assert 'mdadm --create "$ARRAY" --name="$LABEL" --level=0' in script
-    assert 'boot_unit gpu-cluster-scratch "NVMe scratch space"' in script
+    assert "boot_unit gpu-cluster-scratch 'NVMe scratch space'" in script
     assert 'systemctl enable "$1.service"' in script
-    assert "NVME_DISKS=8" in script and "EFA_INTERFACES=4" in script and "SPOT=false" in script
-    assert "/etc/gpu-cluster/nodes" in script and "/etc/gpu-cluster/torchrun.env" in script
+    cluster_env = script.split("<<'ENV'\n")[1].split("\nENV\n")[0].splitlines()
+    assert {"NVME_DISKS=8", "EFA_INTERFACES=4", "SPOT=false"} <= set(cluster_env)
     # the node count comes from the node's Auto Scaling group, not from the template
-    assert (
-        "describe-auto-scaling-groups" in script
-        and "NODE_COUNT=" not in script.split("cat > /usr/local/sbin")[0]
-    )
+    assert "describe-auto-scaling-groups" in script
+    assert not [line for line in cluster_env if line.startswith(("NODE_COUNT=", "NNODES="))]
     assert "{{" not in script  # every placeholder was filled
+    # The plan's user data on a p4d node: the 8 disks become one array, the group's nodes a list.
+    with FakeImds() as imds:
+        node = BootNode(tmp_path, script, imds, P4D)
+        assert node.install_only().returncode == 0
+        for index in range(8):
+            disk = node.file(f"/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS{index}")
+            disk.parent.mkdir(parents=True, exist_ok=True)
+            disk.touch()
+        assert node.step("gpu-cluster-scratch").returncode == 0
+        (create,) = [c for c in node.calls() if c.startswith("mdadm --create")]
+        assert "--level=0 --raid-devices=8" in create
+        me = imds.metadata["instance-id"]
+        node.answer_aws(
+            [
+                ("aws:autoscaling:groupName", "train-nodes-group"),
+                ("describe-auto-scaling-groups", "2"),
+                (
+                    "--filters",
+                    f"2026-12-01T08:05:00+00:00\ti-0later\t10.0.1.40\n"
+                    f"2026-12-01T08:00:00+00:00\t{me}\t10.0.1.23",
+                ),
+            ]
+        )
+        done = node.step("gpu-cluster-nodes")
+        assert done.returncode == 0, done.stderr
+    assert node.read("/etc/gpu-cluster/nodes").splitlines() == [
+        f"0\t10.0.1.23\t{me}",
+        "1\t10.0.1.40\ti-0later",
+    ]
+    torchrun = node.env_file("/etc/gpu-cluster/torchrun.env")
+    assert torchrun["NNODES"] == "2" and torchrun["NPROC_PER_NODE"] == "8"
+    assert torchrun["MASTER_ADDR"] == "10.0.1.23" and torchrun["FI_PROVIDER"] == "efa"
 
 
 def test_stack_outputs(train_plan):
@@ -268,8 +299,10 @@ def test_single_on_demand_node_is_a_plain_instance_without_placement_group():
     assert node.ignore_changes == () and node.delete_before_replace
     assert node.replacement_trigger.startswith("g5.xlarge/subnet-")
     assert plan.outputs["instanceIds"] == [plan.state(node)["id"]]
+    # a login shell of the job user: Session Manager's default sh reads no /etc/profile.d
     assert plan.outputs["ssmSessionCommands"] == [
-        f"aws ssm start-session --region us-east-1 --target {plan.state(node)['id']}"
+        f"aws ssm start-session --region us-east-1 --target {plan.state(node)['id']} "
+        '--document-name AWS-StartInteractiveCommand --parameters command="sudo -iu ubuntu"'
     ]
 
 

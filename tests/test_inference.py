@@ -7,11 +7,22 @@ import json
 import re
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from boot_fakes import FakeImds
+from boot_harness import G4DN, BootNode
 from conftest import ROOT, plan_config
 
-from components.user_data import boot_script, decoded_user_data
+from components.user_data import (
+    BootConfig,
+    ServingBoot,
+    boot_script,
+    decoded_user_data,
+    render_serving_user_data,
+    render_user_data,
+)
 from infra import cli
 from infra.audit.command import plan_resources
 from infra.outcome import OK
@@ -22,6 +33,7 @@ INFERENCE = load_stack_config("inference", ROOT)
 LISTENER = "aws:lb/listener:Listener"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+IMAGE = "nvcr.io/nvidia/tritonserver:25.01-py3"
 
 
 def planned(**settings):
@@ -233,12 +245,79 @@ def test_batching_leaves_unbatched_models_and_ensembles_alone_and_caps_sizes(tmp
     assert "preferred_batch_size: [ 4 ]" in small  # 8 is above its max_batch_size
 
 
-def test_the_container_has_its_own_unit_not_the_boot_steps():
+@pytest.fixture(scope="module")
+def imds():
+    with FakeImds(instance_type="g4dn.xlarge") as server:
+        yield server
+
+
+@pytest.fixture
+def ready_server():
+    """What answers the server's readiness path on 127.0.0.1 once the container runs."""
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/v2/health/ready" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def serving_boot(port: int = 8000, metrics_port: int | None = None) -> ServingBoot:
+    return ServingBoot(
+        cluster="x",
+        region="us-east-1",
+        gpus_per_node=1,
+        nvme_disk_count=1,
+        bucket="gpuc-data-1",
+        model_prefix="models/",
+        server_kind="triton",
+        image=IMAGE,
+        port=port,
+        server_args=("--log-verbose=1",),
+        readiness_path="/v2/health/ready",
+        batch_sizes=(4, 8),
+        queue_delay_us=100,
+        warmup_seconds=60,
+        lifecycle_hook="x-launch",
+        metrics_port=metrics_port,
+        metrics_log_group="/gpu-cluster/x-metrics" if metrics_port else "",
+    )
+
+
+def test_the_container_has_its_own_unit_not_the_boot_steps(tmp_path, imds, ready_server):
     """The boot step runs as gpu-cluster-model-server.service: rewriting and starting that
-    unit from inside it would wait on itself for ever."""
-    script = boot_script("gpu-cluster-model-server.sh")
-    assert "/etc/systemd/system/gpu-cluster-model-server.service" not in script
-    assert "systemctl enable --now gpu-cluster-model-container.service" in script
+    unit from inside it would wait on itself for ever. The container's own unit is enabled,
+    and (re)started once its image is pulled."""
+    node = BootNode(tmp_path, render_serving_user_data(serving_boot(ready_server)), imds, G4DN)
+    assert node.install_only().returncode == 0
+    step_unit = node.read("/etc/systemd/system/gpu-cluster-model-server.service")
+    node.answer_aws([("describe-auto-scaling-instances", "x-group")])
+    done = node.step("gpu-cluster-model-server", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert node.read("/etc/systemd/system/gpu-cluster-model-server.service") == step_unit
+    container = node.read("/etc/systemd/system/gpu-cluster-model-container.service")
+    assert f"--gpus all --network host --shm-size 1g -v /mnt/nvme/models:/models {IMAGE}" in (
+        container
+    )
+    log = node.systemd()["log"]
+    assert not [a for a in log if any(w.startswith("gpu-cluster-model-server") for w in a)]
+    unit = "gpu-cluster-model-container.service"
+    assert ["enable", unit] in log and ["restart", unit] in log
+    assert log.index(["enable", unit]) < log.index(["restart", unit])
+    calls = node.calls()
+    pull = calls.index(f"docker pull -q {IMAGE}")
+    (run,) = [i for i, c in enumerate(calls) if c.startswith("docker run --rm --name model-server")]
+    assert pull < run  # the container starts once its image is there
+    (complete,) = [c for c in node.aws_calls() if "complete-lifecycle-action" in c]
+    assert complete[complete.index("--lifecycle-action-result") + 1] == "CONTINUE"
 
 
 def test_access_logs_go_to_a_locked_down_bucket_the_elb_account_writes(plan):
@@ -335,36 +414,33 @@ def test_plan_shows_the_endpoint_zones_scaling_and_server(capsys):
 
 
 @pytest.mark.parametrize("serving", [False, True])
-def test_metrics_agent_config_adds_the_model_server_only_when_serving(tmp_path, serving):
-    from conftest import write_stubs
-
-    etc, agent = tmp_path / "etc", tmp_path / "agent"
-    etc.mkdir()
-    (agent / "bin").mkdir(parents=True)
-    env_lines = ["REGION=us-east-1"]
+def test_metrics_agent_config_adds_the_model_server_only_when_serving(tmp_path, imds, serving):
     if serving:
-        env_lines += ["MODEL_METRICS_PORT=8002", "MODEL_METRICS_LOG_GROUP=/gpu-cluster/x-metrics"]
-    (etc / "cluster.env").write_text("\n".join(env_lines) + "\n")
-    write_stubs(
-        agent / "bin", {"amazon-cloudwatch-agent-ctl": 'echo "$@" > "$(dirname "$0")/args"\n'}
-    )
-    script = tmp_path / "gpu-metrics"
-    script.write_text(boot_script("gpu-cluster-gpu-metrics.sh"))
-    env = {"PATH": "/usr/bin:/bin", "GPUC_ETC": str(etc), "GPUC_CWAGENT_DIR": str(agent)}
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+        user_data = render_serving_user_data(serving_boot(metrics_port=8002))
+    else:
+        user_data = render_user_data(BootConfig("train", "us-east-1", 8, 8, 4, "b"))
+    node = BootNode(tmp_path, user_data, imds, G4DN)
+    assert node.install_only().returncode == 0
+    done = node.step("gpu-cluster-gpu-metrics")
     assert done.returncode == 0, done.stderr
-    config = json.loads((agent / "etc" / "gpu-cluster.json").read_text())
+    agent = node.file("/opt/aws/amazon-cloudwatch-agent/etc")
+    config = json.loads((agent / "gpu-cluster.json").read_text())
     assert config["metrics"]["metrics_collected"]["nvidia_gpu"]["measurement"] == [
         "utilization_gpu"
     ]
-    assert "fetch-config" in (agent / "bin" / "args").read_text()
+    assert (
+        f"amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:{agent}/gpu-cluster.json"
+        in node.calls()
+    )
+    assert node.read("/run/gpu-cluster/step-gpu-metrics") == "ok\n"
     if not serving:
-        assert "logs" not in config
+        assert "logs" not in config and not (agent / "prometheus.yaml").exists()
         return
     prometheus = config["logs"]["metrics_collected"]["prometheus"]
     assert prometheus["log_group_name"] == "/gpu-cluster/x-metrics"
     assert prometheus["emf_processor"]["metric_namespace"] == "gpu-cluster/ModelServer"
-    assert "localhost:8002" in (agent / "etc" / "prometheus.yaml").read_text()
+    assert prometheus["prometheus_config_path"] == f"{agent}/prometheus.yaml"
+    assert "localhost:8002" in (agent / "prometheus.yaml").read_text()
 
 
 def test_model_server_metrics_log_group_is_encrypted_and_the_node_may_write_it(plan):

@@ -163,7 +163,11 @@ def test_mount_script_installs_the_client_and_mounts(tmp_path, imds):
     assert [c[-1] for c in apt[:1]] == ["update"]
     (install,) = [c for c in apt if "install" in c]
     kernel = platform.release()  # uname -r
-    assert install[-3:] == ["install", f"lustre-client-modules-{kernel}", "lustre-client-modules-aws"]
+    assert install[-3:] == [
+        "install",
+        f"lustre-client-modules-{kernel}",
+        "lustre-client-modules-aws",
+    ]
     assert all("DPkg::Lock::Timeout=600" in c for c in apt)
     assert node.calls() == [f"mount -t lustre -o relatime,flock {TARGET} {node.file('/fsx')}"]
     assert node.read("/run/gpu-cluster/step-lustre") == "ok\n"

@@ -4,15 +4,15 @@ cluster key, read by the nodes at boot; never in user data, a plan, its JSON or 
 from __future__ import annotations
 
 import json
-import os
-import shutil
+import pwd
 import stat
-import subprocess
 
 import pytest
-from conftest import ROOT, write_stubs
+from boot_fakes import FakeImds, write_executable
+from boot_harness import BootNode
+from conftest import ROOT
 
-from components.user_data import BootConfig, boot_script, decoded_user_data, render_user_data
+from components.user_data import JOB_USER, BootConfig, decoded_user_data, render_user_data
 from infra.plan.engine import run_plan
 from infra.plan.render import masked_config, preview_json, text_tree
 from infra.stack_files import load_stack_config
@@ -121,58 +121,66 @@ def test_a_data_stack_has_no_secrets():
     assert [p.path for p in plan.error.problems] == [KEY]
 
 
-def test_boot_step_writes_root_only_env_file_the_wrapper_exports(tmp_path):
-    etc, run_dir, bin_dir = tmp_path / "etc", tmp_path / "run", tmp_path / "bin"
-    for folder in (etc, bin_dir):
-        folder.mkdir()
-    (etc / "cluster.env").write_text("REGION=us-east-1\nSECRETS_PATH=/gpu-cluster/t/secrets\n")
+@pytest.fixture(scope="module")
+def imds():
+    with FakeImds() as server:
+        yield server
+
+
+def test_boot_step_writes_root_only_env_file_the_wrapper_exports(tmp_path, imds):
+    """Only root and the job user read the file: 0640, owned by root, group of the job user."""
+    boot = BootConfig("t", "us-east-1", 1, 0, 0, "b", secrets_path="/gpu-cluster/t/secrets")
+    node = BootNode(tmp_path, render_user_data(boot), imds)
+    assert node.install_only().returncode == 0
+    cluster_env = node.file("/etc/gpu-cluster/cluster.env")
+    assert node.env_file("/etc/gpu-cluster/cluster.env")["JOB_USER"] == JOB_USER
+    # the node's job user (ubuntu on the AMI) may not exist here: a user who does
+    cluster_env.write_text(
+        cluster_env.read_text().replace(f"JOB_USER={JOB_USER}", "JOB_USER=nobody")
+    )
     answer = {
         "Parameters": [
             {"Name": "/gpu-cluster/t/secrets/WANDB_API_KEY", "Value": "a b'c$HOME"},
             {"Name": "/gpu-cluster/t/secrets/HF_TOKEN", "Value": "hf_x"},
         ]
     }
-    write_stubs(
-        bin_dir,
-        {
-            "aws": 'echo "$@" > "$(dirname "$0")/aws.args"\ncat <<\'J\'\n'
-            + json.dumps(answer)
-            + "\nJ\n",
-            "torchrun": 'echo "WANDB=$WANDB_API_KEY HF=$HF_TOKEN"\n',
-        },
-    )
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "GPUC_ETC": str(etc),
-        "GPUC_RUN": str(run_dir),
-    }
-    step = tmp_path / "gpu-cluster-secrets"
-    step.write_text(boot_script("gpu-cluster-secrets.sh"))
-    bash = shutil.which("bash")
-    done = subprocess.run([bash, str(step)], env=env, capture_output=True, text=True, timeout=30)
+    node.answer_aws([("ssm get-parameters-by-path", json.dumps(answer))])
+    done = node.step("gpu-cluster-secrets")
     assert done.returncode == 0, done.stderr
-    args = (bin_dir / "aws.args").read_text().split()
+    (args,) = node.aws_calls()
     assert args[:2] == ["ssm", "get-parameters-by-path"] and "--with-decryption" in args
     assert args[args.index("--path") + 1] == "/gpu-cluster/t/secrets"
-    secrets = run_dir / "secrets.env"
-    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
-    assert "2 secret(s)" in done.stdout and "a b" not in done.stdout  # values never printed
-    (etc / "torchrun.env").write_text("NNODES=1\nNPROC_PER_NODE=1\nRDZV_ID=t\n")
-    (etc / "torchrun.env").write_text(
+    secrets = node.file("/run/gpu-cluster/secrets.env")
+    mode = secrets.stat()
+    assert stat.S_IMODE(mode.st_mode) == 0o640
+    assert mode.st_uid == 0 and mode.st_gid == pwd.getpwnam("nobody").pw_gid
+    assert "2 secret(s)" in done.stderr
+    assert "a b" not in done.stdout + done.stderr  # values never printed
+    assert list(secrets.parent.glob("secrets.env.*")) == []  # no temporary file left
+    node.file("/etc/gpu-cluster/torchrun.env").write_text(
         "NNODES=1\nNPROC_PER_NODE=1\nRDZV_ID=t\nMASTER_ADDR=x\nMASTER_PORT=1\n"
     )
-    wrapper = tmp_path / "gpuc-torchrun"
-    wrapper.write_text(boot_script("gpuc-torchrun.sh"))
-    job = subprocess.run([bash, str(wrapper)], env=env, capture_output=True, text=True, timeout=30)
+    write_executable(
+        node.bin / "torchrun", '#!/bin/bash\necho "WANDB=$WANDB_API_KEY HF=$HF_TOKEN"\n'
+    )
+    job = node.step("gpuc-torchrun")
     assert job.returncode == 0, job.stderr
     assert job.stdout.strip() == "WANDB=a b'c$HOME HF=hf_x"
 
 
-def test_user_data_runs_the_secrets_step_only_with_secrets():
+def test_user_data_runs_the_secrets_step_only_with_secrets(tmp_path, imds):
     with_secrets = render_user_data(
         BootConfig("t", "us-east-1", 1, 0, 0, "b", secrets_path="/gpu-cluster/t/secrets")
     )
+    without = render_user_data(BootConfig("t", "us-east-1", 1, 0, 0, "b"))
     assert "SECRETS_PATH=/gpu-cluster/t/secrets\n" in with_secrets
-    assert 'if [ -n "$SECRETS_PATH" ]; then' in with_secrets
-    assert "boot_unit gpu-cluster-secrets" in with_secrets
+    assert "SECRETS_PATH=''\n" in without
+    units = {}
+    for name, script in (("with", with_secrets), ("without", without)):
+        node = BootNode(tmp_path / name, script, imds)
+        assert node.install_only().returncode == 0
+        units[name] = {p.name for p in node.file("/etc/systemd/system").iterdir()}
+        assert node.file("/usr/local/sbin/gpu-cluster-secrets").exists() == (name == "with")
+    assert units["with"] - units["without"] == {"gpu-cluster-secrets.service"}
+    assert units["without"] <= units["with"]
+    assert "gpu-cluster-secrets" not in without
