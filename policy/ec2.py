@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import re
 
 from policy import aws_types as t
@@ -245,9 +246,15 @@ def _script(r: Res) -> str:
     if r.type == t.LAUNCH_TEMPLATE or r.props.get("userDataBase64"):
         text = str(r.props.get("userDataBase64") or text)
         try:
-            return base64.b64decode(text, validate=True).decode(errors="replace")
+            raw = base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
             return text
+        if raw.startswith(b"\x1f\x8b"):  # gzip user data: cloud-init inflates it, so do we
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError):
+                return text
+        return raw.decode(errors="replace")
     return text
 
 

@@ -507,3 +507,14 @@ def test_every_stack_passes_the_crossguard_pack(stack):
     resources = plan_resources(plan_stack(stack))
     found = {name: crossguard_violations(name, resources) for name in CROSSGUARD}
     assert {name: v for name, v in found.items() if v} == {}
+
+
+def test_a_secret_in_gzip_user_data_is_found():
+    """Templates carry gzip user data (cloud-init inflates it): the control reads through it."""
+    from components.user_data import user_data_payload
+
+    control = BY_NAME["no-secrets-in-user-data"]
+    leaky = template(userData=user_data_payload("export WANDB_API_KEY=0123abcd4567ef89\n"))
+    clean = template(userData=user_data_payload("WANDB_API_KEY=$(aws ssm get-parameter)\n"))
+    assert audit(leaky, [control])[0].status == "fail"
+    assert audit(clean, [control])[0].status == "pass"
