@@ -177,6 +177,8 @@ def cluster_steps(boot: BootConfig) -> list[BootStep]:
     health_after = "gpu-cluster-scratch.service gpu-cluster-gpu-metrics.service"
     if boot.lustre_target:
         health_after += " gpu-cluster-lustre.service"
+    if boot.secrets_path:
+        health_after += " gpu-cluster-secrets.service"
     steps += [
         BootStep(
             "gpu-cluster-health",

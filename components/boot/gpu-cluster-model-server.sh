@@ -118,4 +118,5 @@ result=ABANDON
 log "readiness ${ready:-never answered}: $result"
 aws autoscaling complete-lifecycle-action --region "$REGION" --auto-scaling-group-name "$group" \
   --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$instance" --lifecycle-action-result "$result"
+if [ -n "$ready" ]; then step_result ok; else step_result "failed: not ready in ${WARMUP_SECONDS}s"; fi
 [ -n "$ready" ]

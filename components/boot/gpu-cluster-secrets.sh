@@ -9,6 +9,7 @@ set -euo pipefail
 export STEP=secrets
 # shellcheck source=/dev/null
 . "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+trap 'step_result "failed: see journalctl -u gpu-cluster-secrets"' ERR
 group="$(id -gn "$JOB_USER")"
 umask 077
 # The AWS CLI pages through every parameter of the hierarchy; SSM decrypts with the node
@@ -28,3 +29,4 @@ PY
 chgrp "$group" "$tmp" && chmod 0640 "$tmp"
 mv "$tmp" "$RUN/secrets.env"
 log "$(grep -c . "$RUN/secrets.env") secret(s) from $SECRETS_PATH, readable by root and $JOB_USER"
+step_result ok
