@@ -1085,6 +1085,10 @@ def test_valid_but_suspicious_settings_are_warned_about():
     (stack,) = typo.warnings
     assert "no Pulumi.dtaa.yaml" in stack and "did you mean 'data'?" in stack
     assert resolved(config()).warnings == ()  # train-like: nothing to say
+    fsx = {"storageCapacityGib": 1200, "throughputPerTib": 250}
+    (airgap,) = resolved(config(fsx=fsx, network={"natGateway": False})).warnings
+    assert "Lustre client" in airgap and "outside the VPC" in airgap
+    assert resolved(config(fsx=fsx)).warnings == ()
 
 
 def test_the_plan_prints_the_warnings():

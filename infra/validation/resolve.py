@@ -47,7 +47,12 @@ from infra.validation.names import (
 from infra.validation.network import check_network
 from infra.validation.purchase import check_purchase
 from infra.validation.storage import check_fsx, check_storage
-from infra.validation.warnings import data_stack_warning, size_warning, vpc_warning
+from infra.validation.warnings import (
+    air_gapped_install_warning,
+    data_stack_warning,
+    size_warning,
+    vpc_warning,
+)
 
 
 @dataclass(frozen=True)
@@ -237,6 +242,7 @@ def cluster_warnings(
             hourly * spec.nodes if hourly else None,
         ),
         vpc_warning(layout.vpc),
+        air_gapped_install_warning(spec.network.nat_gateway, spec.fsx is not None),
     ]
     if spec.storage.source == "stack" and spec.storage.stack:
         found.append(data_stack_warning(spec.storage.stack, known_stacks))

@@ -45,3 +45,15 @@ def vpc_warning(vpc: ipaddress.IPv4Network) -> str | None:
         f"network.vpcCidr {vpc} is public address space: hosts that really own it become "
         "unreachable from the cluster; use 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"
     )
+
+
+def air_gapped_install_warning(nat_gateway: bool, fsx: bool) -> str | None:
+    """FSx for Lustre without a NAT gateway: its client comes from outside the VPC."""
+    if nat_gateway or not fsx:
+        return None
+    return (
+        "fsx with network.natGateway false: nodes install the Lustre client from the FSx apt "
+        "repository and the Ubuntu archive, outside the VPC; unless the AMI has the client, "
+        "every node fails its health check (lustre) and is replaced. Keep the NAT gateway, or "
+        "use an AMI with the Lustre client (ami.id)"
+    )
