@@ -68,3 +68,18 @@ def test_a_plan_over_the_limit_is_an_error_naming_the_size_and_the_limit(monkeyp
 
 def test_every_limit_names_its_source():
     assert LIMITS and all(limit.source and limit.maximum > 0 for limit in LIMITS)
+
+
+def test_gpuc_plan_reports_the_refusal_as_an_input_error(monkeypatch, capsys):
+    from infra import cli
+    from infra.outcome import INPUT
+
+    render = cluster_module.render_user_data
+    rng = random.Random(11)
+    noise = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(30000))
+    monkeypatch.setattr(
+        cluster_module, "render_user_data", lambda boot: render(boot) + f"# {noise}\n"
+    )
+    assert cli.main(["plan", "--stack", "train"]) == INPUT
+    err = capsys.readouterr().err
+    assert "AWS would refuse" in err and "16,384" in err and "Traceback" not in err
