@@ -59,6 +59,11 @@ class AwsRefusal(ConfigError):
     """What the AWS API would refuse at create time (components/aws_limits.py): the plan fails
     as `pulumi up` would, before anything is created."""
 
+    def __init__(self, stack: str, problems: list[Problem]) -> None:
+        super().__init__(stack, problems)
+        header = f"stack '{stack}': AWS would refuse what it creates; nothing was created:"
+        pulumi.RunError.__init__(self, "\n".join([header, *(p.render(stack) for p in problems)]))
+
 
 def refuse_what_aws_refuses(resource_type: str, name: str, inputs: dict[str, Any]) -> None:
     known = {k: v for k, v in inputs.items() if not (isinstance(v, str) and v == rpc.UNKNOWN)}
