@@ -484,3 +484,20 @@ def test_diff_knows_a_new_port_replaces_the_target_group(capsys):
     changes = {c["role"]: c for c in json.loads(capsys.readouterr().out)["changes"]}
     assert changes["service-targets"]["change"] == "replace"
     assert changes["service-https"]["change"] == "update"  # forwards to the new group
+
+
+def test_a_slow_or_failing_image_pull_keeps_the_launch_hook_alive(tmp_path, imds, ready_server):
+    """The image is pulled before the warm-up clock, retried, with heartbeats while it runs."""
+    node = BootNode(tmp_path, render_serving_user_data(serving_boot(ready_server)), imds, G4DN)
+    assert node.install_only().returncode == 0
+    node.answer_aws([("describe-auto-scaling-instances", "x-group")])
+    (node.harness / "pull-failures").write_text("2")
+    done = node.step("gpu-cluster-model-server", timeout=60)
+    assert done.returncode == 0, done.stderr
+    pulls = [c for c in node.calls() if c.startswith("docker pull")]
+    assert len(pulls) == 3
+    heartbeats = [c for c in node.aws_calls() if "record-lifecycle-action-heartbeat" in c]
+    assert len(heartbeats) >= 3  # one at least per pull attempt
+    (complete,) = [c for c in node.aws_calls() if "complete-lifecycle-action" in c]
+    assert complete[complete.index("--lifecycle-action-result") + 1] == "CONTINUE"
+    assert node.read("/run/gpu-cluster/step-model-server") == "ok\n"

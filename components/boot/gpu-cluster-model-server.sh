@@ -93,8 +93,13 @@ heartbeat() {
 # launch hook is kept open while it downloads.
 pulled=""
 for attempt in 1 2 3 4 5; do
-  heartbeat
-  if timeout 1800 docker pull -q "$SERVER_IMAGE" >/dev/null; then
+  timeout 1800 docker pull -q "$SERVER_IMAGE" >/dev/null &
+  pull=$!
+  while kill -0 "$pull" 2>/dev/null; do  # a heartbeat a minute: the hook never times out
+    heartbeat
+    for _ in $(seq 1 12); do kill -0 "$pull" 2>/dev/null && sleep "${GPUC_POLL_SECONDS:-5}"; done
+  done
+  if wait "$pull"; then
     pulled=yes
     break
   fi
