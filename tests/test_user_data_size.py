@@ -83,3 +83,11 @@ def test_gpuc_plan_reports_the_refusal_as_an_input_error(monkeypatch, capsys):
     assert cli.main(["plan", "--stack", "train"]) == INPUT
     err = capsys.readouterr().err
     assert "AWS would refuse" in err and "16,384" in err and "Traceback" not in err
+
+
+def test_the_same_stack_renders_the_same_bytes():
+    """No time stamp in the gzip header: a second `pulumi up` sees no template change."""
+    first, second = plan_stack("train"), plan_stack("train")
+    (a,), (b,) = first.of_type(LT), second.of_type(LT)
+    assert a.inputs["userData"] == b.inputs["userData"]
+    assert raw_user_data(a.inputs["userData"], base64_encoded=True)[4:8] == b"\0\0\0\0"  # MTIME

@@ -24,7 +24,7 @@ from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 import infra.program as infra_program
 from components.catalog import load_catalog
 from infra.errors import ConfigError
-from infra.plan.mocks import PlanMocks
+from infra.plan.mocks import AwsRefusal, PlanMocks
 from infra.program import ReservationLookup
 from infra.spec import PROJECT
 
@@ -252,6 +252,8 @@ def run_plan(
         infra_program.live_lookup = live_lookup
         if gc_was_enabled:
             gc.enable()
+    if plan.error is None and mocks.refused:  # `pulumi up` would fail there: no outputs
+        plan.error = AwsRefusal(stack, mocks.refused)
     root = get_root_resource()
     if plan.error is None and root is not None:
         plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}

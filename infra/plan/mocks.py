@@ -65,27 +65,22 @@ class AwsRefusal(ConfigError):
         pulumi.RunError.__init__(self, "\n".join([header, *(p.render(stack) for p in problems)]))
 
 
-def refuse_what_aws_refuses(resource_type: str, name: str, inputs: dict[str, Any]) -> None:
+def refusals(resource_type: str, name: str, inputs: dict[str, Any]) -> list[Problem]:
+    """What AWS would refuse in this resource's inputs (unknown values are not judged)."""
     known = {k: v for k, v in inputs.items() if not (isinstance(v, str) and v == rpc.UNKNOWN)}
-    found = violations(resource_type, known)
-    if found:
-        stack = pulumi.get_stack()
-        raise AwsRefusal(
-            stack,
-            [
-                Problem(
-                    path=f"{name}.{v.input_name} ({resource_type})",
-                    received=f"{v.size:,} {v.unit}",
-                    problem=f"AWS would refuse this resource: {v.message()}",
-                    allowed=f"at most {v.maximum:,} {v.unit}",
-                    fix=(
-                        "turn off a feature the stack does not need (fsx, secrets, spot), "
-                        "or report it: gpu-cluster keeps every stack inside AWS's limits"
-                    ),
-                )
-                for v in found
-            ],
+    return [
+        Problem(
+            path=f"{name}.{v.input_name} ({resource_type})",
+            received=f"{v.size:,} {v.unit}",
+            problem=f"AWS would refuse this resource: {v.message()}",
+            allowed=f"at most {v.maximum:,} {v.unit}",
+            fix=(
+                "turn off a feature the stack does not need (fsx, secrets, spot), "
+                "or report it: gpu-cluster keeps every stack inside AWS's limits"
+            ),
         )
+        for v in violations(resource_type, known)
+    ]
 
 
 class PlanMocks(pulumi.runtime.Mocks):
@@ -96,6 +91,7 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.zones = zones
         self._node_network: ipaddress.IPv4Network | None = None
         self.invokes: list[tuple[str, dict[str, Any]]] = []
+        self.refused: list[Problem] = []
 
     def arn(self, service: str, resource: str, regional: bool = True) -> str:
         region = self.region if regional else ""
@@ -103,7 +99,7 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
-        refuse_what_aws_refuses(typ, name, inputs)
+        self.refused += refusals(typ, name, inputs)  # run_plan turns them into the plan's error
         if typ == "pulumi:pulumi:StackReference":
             return self._stack_reference(inputs.get("name", name))
         identity = [str(inputs.get(field, "")) for field in CREATE_ONLY.get(typ, ())]
