@@ -22,7 +22,7 @@ from components.purchase import OnDemand, Purchase, Spot, is_single_instance
 from components.secrets import secrets_path, store_secrets
 from components.security import ClusterSecurity, ClusterSecurityArgs
 from components.stack_cost_controls import CostControlArgs, StackCostControls
-from components.topology import has_nvswitch, has_row_remapping
+from components.topology import has_nvswitch, has_row_remapping, nvswitch_pci_id
 from components.user_data import (
     ALLREDUCE_BENCH_PATH,
     BootConfig,
@@ -222,6 +222,7 @@ class GpuCluster(pulumi.ComponentResource):
                             bucket=values[0],
                             spot=isinstance(args.purchase, Spot),
                             nvswitch=has_nvswitch(args.facts.instance_type),
+                            nvswitch_pci_id=nvswitch_pci_id(args.facts.instance_type),
                             row_remapping=has_row_remapping(args.facts.gpu_model),
                             internet=args.nat_gateway,
                             expected_busbw_gbytes=self.expected_busbw_gbytes,

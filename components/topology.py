@@ -17,7 +17,13 @@ def topology() -> dict:
 def has_nvswitch(instance_type: str) -> bool:
     """The type's GPUs hang off NVSwitch (decided per type, never by family: p5.4xlarge has
     one H100 and no NVSwitch)."""
-    return instance_type in topology()["nvswitch_instance_types"]
+    return instance_type in topology()["nvswitch_pci_ids"]
+
+
+def nvswitch_pci_id(instance_type: str) -> str:
+    """``vendor:device`` of the type's NVSwitch on the PCI bus ("" where it is not listed there,
+    as on HGX B200/B300, or where the type has no NVSwitch)."""
+    return topology()["nvswitch_pci_ids"].get(instance_type, "")
 
 
 def has_row_remapping(gpu_model: str) -> bool:

@@ -47,6 +47,7 @@ class BootConfig:
     bucket: str
     spot: bool = False
     nvswitch: bool = False  # the type's GPUs hang off NVSwitch: the fabric manager must run
+    nvswitch_pci_id: str = ""  # how lspci lists that NVSwitch ("" where it does not)
     expected_busbw_gbytes: float = 0.0  # all-reduce bus bandwidth the network allows
     lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
     secrets_path: str = ""  # the SSM hierarchy of the cluster's secrets ("" for none)
@@ -97,6 +98,7 @@ def install_file(path: str, text: str) -> str:
 
 
 def step_block(step: BootStep, constants: dict[str, str]) -> str:
+    """Install the step's script and unit (enabled, not started)."""
     script = fill(boot_script(step.script), constants) if constants else boot_script(step.script)
     call = [step.name, step.description, step.after, step.wants, step.options, step.arguments]
     while call[-1] == "":
@@ -109,12 +111,23 @@ def step_block(step: BootStep, constants: dict[str, str]) -> str:
     )
 
 
+def start_lines(steps: list[BootStep], first: tuple[str, ...] = (), last: tuple[str, ...] = ()):
+    """Once everything is installed: start what runs beside the steps, the steps in order,
+    then the timers."""
+    starts = [
+        f"start_step {step.name}" + (" background" if "background" in step.options else "")
+        for step in steps
+    ]
+    return "\n".join(["systemctl daemon-reload", *first, *starts, *last])
+
+
 def env_lines(values: dict[str, str]) -> str:
     return "\n".join(f"{key}={value}" for key, value in values.items())
 
 
-def assemble(env: dict[str, str], blocks: list[str]) -> str:
-    """The user data: cluster.env, the shared library, boot_unit(), then each block."""
+def assemble(env: dict[str, str], installs: list[str], starts: str) -> str:
+    """The user data: cluster.env, the shared library, boot_unit(), every file and unit, then
+    the starts."""
     return without_comments(
         fill(
             boot_script("user-data.sh"),
@@ -122,7 +135,7 @@ def assemble(env: dict[str, str], blocks: list[str]) -> str:
                 "CLUSTER_ENV": env_lines(env),
                 "LIB_SCRIPT": boot_script("gpu-cluster-lib.sh"),
                 "BOOT_UNIT": boot_unit_function(),
-                "STEPS": "\n\n".join(blocks),
+                "STEPS": "\n\n".join([*installs, starts]),
             },
         )
     )
@@ -213,6 +226,7 @@ def render_user_data(boot: BootConfig) -> str:
         "LUSTRE_TARGET": shlex.quote(boot.lustre_target),
         "SPOT": "true" if boot.spot else "false",
         "NVSWITCH": "true" if boot.nvswitch else "false",
+        "NVSWITCH_PCI_ID": shlex.quote(boot.nvswitch_pci_id),
         "ROW_REMAP": "true" if boot.row_remapping else "false",
         "INTERNET": "true" if boot.internet else "false",
         "EXPECTED_BUSBW_GBPS": f"{boot.expected_busbw_gbytes:g}",
@@ -220,25 +234,25 @@ def render_user_data(boot: BootConfig) -> str:
         "JOB_USER": JOB_USER,
     }
     constants = {"CLUSTER_TAG": CLUSTER_TAG, "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT)}
-    blocks = [step_block(step, constants) for step in cluster_steps(boot)]
-    blocks.append(
-        'mkdir -p "$R/usr/local/lib/gpu-cluster"\n'
-        + install_file(
+    steps = cluster_steps(boot)
+    installs = [step_block(step, constants) for step in steps]
+    installs.append(
+        install_file(
             "/usr/local/lib/gpu-cluster/allreduce_bench.py", boot_script("allreduce_bench.py")
         )
     )
     if boot.spot:
-        blocks.append(
-            install_file(SPOT_WATCH, boot_script("gpu-cluster-spot-watch.sh"))
-            + f'\nchmod 755 "$R{SPOT_WATCH}"'
-        )
-    blocks.append(
+        installs.append(install_file(SPOT_WATCH, boot_script("gpu-cluster-spot-watch.sh")))
+    installs.append(
         fill(
             boot_script("user-data-cluster.sh").split("\n", 1)[1],
             {"TORCHRUN_SCRIPT": boot_script("gpuc-torchrun.sh")},
         )
     )
-    return assemble(env, blocks)
+    # the spot watcher first (a notice may come while the steps run), the timers last
+    spot = ("systemctl start gpu-cluster-spot-watch.service",) if boot.spot else ()
+    timers = ("systemctl start gpu-cluster-nodes-refresh.timer gpu-cluster-health-watch.timer",)
+    return assemble(env, installs, start_lines(steps, spot, timers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +314,7 @@ def render_serving_user_data(boot: ServingBoot) -> str:
             "gpu-cluster-scratch.service docker.service network-online.target",
         ),
     ]
-    return assemble(env, [step_block(step, {}) for step in steps])
+    return assemble(env, [step_block(step, {}) for step in steps], start_lines(steps))
 
 
 def user_data_payload(script: str) -> str:
@@ -321,6 +335,11 @@ def torchrun_command(script: str = "train.py") -> str:
 ALLREDUCE_BENCH_PATH = "/usr/local/lib/gpu-cluster/allreduce_bench.py"
 
 
+# AWS-RunShellScript stops a command after its executionTimeout, 3600 s by default and at most
+# 172800 (SSM document AWS-RunShellScript): a training run gets the maximum.
+RUN_COMMAND_TIMEOUT_SECONDS = 172800
+
+
 def run_on_every_node_command(
     region: str, target_key: str, target_value: str, script: str = "train.py"
 ) -> str:
@@ -329,5 +348,7 @@ def run_on_every_node_command(
     return (
         f"aws ssm send-command --region {region} --document-name AWS-RunShellScript "
         f"--targets Key=tag:{target_key},Values={target_value} "
-        f'--parameters \'{{"commands":["{command}"]}}\''
+        f'--parameters \'{{"commands":["{command}"],'
+        f'"executionTimeout":["{RUN_COMMAND_TIMEOUT_SECONDS}"]}}\' '
+        f"--timeout-seconds 600"
     )

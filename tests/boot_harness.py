@@ -171,6 +171,11 @@ SHELL_STUBS = {
         'echo "mount-s3 $*" >> "$HARNESS/calls"\necho "${@: -1}" >> "$HARNESS/mounts"\n'
     ),
     "modinfo": '[ -e "$HARNESS/lustre-installed" ]\n',
+    # the -aws meta-package depends on the modules of the newest kernel the FSx repo has
+    "apt-cache": (
+        'newest=$(cat "$HARNESS/lustre-aws-kernel" 2>/dev/null || uname -r)\n'
+        'printf "%s\\n  Depends: lustre-client-modules-%s\\n" "$2" "$newest"\n'
+    ),
     "gpg": 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done\ncat > "$out"\n',
     "logger": "exit 0\n",
     "docker": (
@@ -295,6 +300,7 @@ class BootNode:
             "GPUC_IMDS": self.imds.url,
             "GPUC_RETRY_DELAY": "0",
             "GPUC_POLL_SECONDS": "0",
+            "GPUC_HEARTBEAT_SECONDS": "0.2",
             "GPUC_DISK_GLOB": str(self.root / "dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_*"),
             "GPUC_ARRAY": str(self.root / "dev/md/gpuc-scratch"),
             "AWS_ACCESS_KEY_ID": "testing",

@@ -265,12 +265,13 @@ def test_row_remapping_failure_replaces_and_pending_reboots_once(make_node):
     assert "row-remap-failure:1-gpus" in node.read("/etc/gpu-cluster/health")
     node.set_gpus(remap_failure=[], remap_pending=[2])
     assert node.step("gpu-cluster-health").returncode == 0
-    assert ["reboot"] in node.systemd()["log"]
+    reboots = [entry for entry in node.systemd()["log"] if "reboot" in entry]
+    assert reboots == [["--no-block", "reboot"]]  # queued: the boot step itself ends first
     assert node.read("/etc/gpu-cluster/health").startswith("rebooting")
     # after the reboot, still pending: a reset did not help, replace the node
     assert node.step("gpu-cluster-health").returncode == 1
     assert "row-remap-pending:1-gpus" in node.read("/etc/gpu-cluster/health")
-    assert node.systemd()["log"].count(["reboot"]) == 1
+    assert [entry for entry in node.systemd()["log"] if "reboot" in entry] == reboots
 
 
 def test_p5_4xlarge_has_no_nvswitch_and_is_healthy(make_node):
@@ -455,16 +456,25 @@ def loop(name):
         time.sleep(0.05)
 
 
+def poll(name):  # a worker that only polls the checkpoint file: no handler
+    open(os.path.join(out, name + ".pid"), "w").write(str(os.getpid()))
+    while True:
+        time.sleep(0.05)
+
+
 if __name__ == "__main__":
     if sys.argv[2:] == ["worker"]:
         mp.get_context("fork").Process(target=loop, args=("forked-loader",)).start()
         mp.get_context("spawn").Process(target=loop, args=("spawned-loader",)).start()
         loop("worker")
+    if sys.argv[2:] == ["poller"]:
+        poll("poller")
     env = dict(os.environ, TORCHELASTIC_RUN_ID="train")
     subprocess.Popen([sys.executable, __file__, out, "worker"], env=env)
+    subprocess.Popen([sys.executable, __file__, out, "poller"], env=env)
     loop("agent")
 """
-PROCESSES = ("agent", "worker", "forked-loader", "spawned-loader")
+PROCESSES = ("agent", "worker", "forked-loader", "spawned-loader", "poller")
 
 
 def test_rebalance_signals_nobody_and_interruption_only_the_workers(make_node, tmp_path):
@@ -495,6 +505,7 @@ def test_rebalance_signals_nobody_and_interruption_only_the_workers(make_node, t
         time.sleep(0.5)
         signalled = sorted(p.name for p in out.iterdir() if not p.name.endswith(".pid"))
         assert signalled == ["worker"]
+        os.kill(int((out / "poller.pid").read_text()), 0)  # not killed by a default SIGUSR1
         assert '"action": "terminate"' in node.read("/run/gpu-cluster/checkpoint-now")
     finally:
         for name in PROCESSES:

@@ -221,6 +221,8 @@ def test_stack_outputs(train_plan):
     run = out["runOnEveryNodeCommand"]
     assert f"--targets Key=tag:aws:autoscaling:groupName,Values={group}" in run
     assert "AWS-RunShellScript" in run and "gpuc-torchrun train.py" in run
+    parameters = json.loads(run.split("--parameters '")[1].split("'")[0])
+    assert parameters["executionTimeout"] == ["172800"]  # not SSM's default hour
     assert "nodePrivateIps" not in out and "instanceIds" not in out
 
 

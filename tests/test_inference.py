@@ -497,7 +497,19 @@ def test_a_slow_or_failing_image_pull_keeps_the_launch_hook_alive(tmp_path, imds
     pulls = [c for c in node.calls() if c.startswith("docker pull")]
     assert len(pulls) == 3
     heartbeats = [c for c in node.aws_calls() if "record-lifecycle-action-heartbeat" in c]
-    assert len(heartbeats) >= 3  # one at least per pull attempt
+    assert heartbeats  # the hook is kept open from the start, not only once the server runs
     (complete,) = [c for c in node.aws_calls() if "complete-lifecycle-action" in c]
     assert complete[complete.index("--lifecycle-action-result") + 1] == "CONTINUE"
     assert node.read("/run/gpu-cluster/step-model-server") == "ok\n"
+
+
+def test_a_model_that_cannot_be_copied_abandons_the_launch_at_once(tmp_path, imds, ready_server):
+    node = BootNode(tmp_path, render_serving_user_data(serving_boot(ready_server)), imds, G4DN)
+    assert node.install_only().returncode == 0
+    node.answer_aws([("describe-auto-scaling-instances", "x-group")], down=["s3 sync"])
+    done = node.step("gpu-cluster-model-server", timeout=60)
+    assert done.returncode == 1
+    (complete,) = [c for c in node.aws_calls() if "complete-lifecycle-action" in c]
+    assert complete[complete.index("--lifecycle-action-result") + 1] == "ABANDON"
+    assert not [c for c in node.calls() if c.startswith("docker pull")]
+    assert node.read("/run/gpu-cluster/step-model-server").startswith("failed: could not copy")

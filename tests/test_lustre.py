@@ -157,16 +157,21 @@ def test_mount_script_installs_the_client_and_mounts(tmp_path, imds):
     key = node.file("/usr/share/keyrings/fsx-ubuntu-public-key.gpg")
     assert key.read_text() == f"payload of {KEY_URL}\n"
     assert node.read("/etc/apt/sources.list.d/fsxlustreclientrepo.list") == (
-        f"deb [signed-by={key}] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu noble main\n"
+        "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] "  # the node's path
+        "https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu noble main\n"
     )
     apt = [c[1:] for c in node.apt()["calls"] if c[0] == "apt-get"]
-    assert [c[-1] for c in apt[:1]] == ["update"]
-    (install,) = [c for c in apt if "install" in c]
+    (update,) = [c for c in apt if "update" in c]
+    assert apt.index(update) == 0  # the FSx source alone: no route to the archive is needed
+    assert "Dir::Etc::sourceparts=-" in update
+    assert any(a.endswith("fsxlustreclientrepo.list") for a in update)
     kernel = platform.release()  # uname -r
-    assert install[-3:] == [
-        "install",
-        f"lustre-client-modules-{kernel}",
-        "lustre-client-modules-aws",
+    installs = [c[-2:] for c in apt if "install" in c]
+    # the running kernel's modules, then the meta-package that follows them (it points at
+    # this kernel here)
+    assert installs == [
+        ["install", f"lustre-client-modules-{kernel}"],
+        ["install", "lustre-client-modules-aws"],
     ]
     assert all("DPkg::Lock::Timeout=600" in c for c in apt)
     assert node.calls() == [f"mount -t lustre -o relatime,flock {TARGET} {node.file('/fsx')}"]
@@ -201,3 +206,15 @@ def test_no_client_for_the_kernel_is_the_reported_failure(tmp_path, imds):
     assert done.returncode == 1 and node.calls() == []  # no mount without the client
     result = node.read("/run/gpu-cluster/step-lustre").strip()
     assert result == f"failed: client-for-{platform.release()}"
+
+
+def test_the_meta_package_is_left_out_when_it_follows_another_kernel(tmp_path, imds):
+    """lustre-client-modules-aws follows the newest kernel the FSx repository has: installed
+    on an older kernel it brings another kernel's modules (and that kernel)."""
+    node = lustre_node(tmp_path, imds)
+    (node.harness / "lustre-aws-kernel").write_text("6.17.0-1019-aws\n")
+    done = node.step("gpu-cluster-lustre")
+    assert done.returncode == 0, done.stderr
+    installs = [c for c in node.apt()["calls"] if c[0] == "apt-get" and "install" in c]
+    assert [c[-1] for c in installs] == [f"lustre-client-modules-{platform.release()}"]
+    assert "follows another kernel" in done.stderr

@@ -28,23 +28,32 @@ if [ "$WATCH" = true ] && [ ! -e "$RUN/health-checked" ]; then exit 0; fi
 FAILED=()
 DEGRADED=()
 
+smi() {  # nvidia-smi, bounded: a GPU that fell off the bus can make it hang
+  timeout 60 nvidia-smi "$@"
+}
+
 check_gpus() {
-  local out rc gpus ecc
-  out=$(nvidia-smi --query-gpu=index,ecc.errors.uncorrected.aggregate.total \
+  local out rc gpus
+  out=$(smi --query-gpu=index,ecc.errors.uncorrected.aggregate.total \
     --format=csv,noheader,nounits 2>&1)
   rc=$?
   gpus=$(grep -Ec '^[0-9]+, ' <<<"$out")
-  [ "$rc" -eq 0 ] || { FAILED+=("nvidia-smi:exit-$rc"); log "nvidia-smi: $out"; }
+  [ "$rc" -eq 124 ] && FAILED+=("nvidia-smi:hung")
+  [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || { FAILED+=("nvidia-smi:exit-$rc"); log "nvidia-smi: $out"; }
   [ "$gpus" -eq "$GPUS_PER_NODE" ] || FAILED+=("gpus:$gpus/$GPUS_PER_NODE")
-  ecc=$(awk -F', ' '/^[0-9]+, / && $2 ~ /^[0-9]+$/ && $2 > 0' <<<"$out" | grep -c .)
-  if [ "$ecc" -gt 0 ] && [ "$ROW_REMAP" != true ]; then FAILED+=("ecc:$ecc-gpus"); fi
+  ECC_GPUS=$(awk -F', ' '/^[0-9]+, / && $2 ~ /^[0-9]+$/ && $2 > 0' <<<"$out" | grep -c .)
 }
 
-check_row_remapping() {
+check_memory_errors() {  # row remapping where the GPU has it, else the ECC aggregate counters
   local out failed pending
-  [ "$ROW_REMAP" = true ] || return 0
-  out=$(nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure \
-    --format=csv,noheader 2>&1) || { log "row remapping not readable: $out"; return 0; }
+  if [ "$ROW_REMAP" = true ] && out=$(smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure \
+    --format=csv,noheader 2>&1) && grep -Eq ', (Yes|No|0|1)$' <<<"$out"; then
+    :
+  else
+    [ "$ROW_REMAP" = true ] && log "row remapping not readable (${out:-no output}); using ECC counters"
+    [ "$ECC_GPUS" -eq 0 ] || FAILED+=("ecc:$ECC_GPUS-gpus")
+    return 0
+  fi
   failed=$(awk -F', ' '$3 ~ /^(Yes|1)$/' <<<"$out" | grep -c .)
   pending=$(awk -F', ' '$2 ~ /^(Yes|1)$/' <<<"$out" | grep -c .)
   [ "$failed" -eq 0 ] || FAILED+=("row-remap-failure:$failed-gpus")
@@ -68,9 +77,10 @@ check_xids() {
 
 check_nvswitch() {
   local switches
-  switches=$(( $(lspci -d 10de:1af1 2>/dev/null | grep -c .) \
-    + $(lspci -d 10de:22a3 2>/dev/null | grep -c .) ))
-  if [ "$NVSWITCH" = true ] && [ "$switches" -eq 0 ]; then FAILED+=("nvswitch:0-found"); fi
+  # the type's own NVSwitch id; on an unexpected board, any NVSwitch ParallelCluster knows
+  switches=$(lspci -d "${NVSWITCH_PCI_ID:-10de:1af1}" 2>/dev/null | grep -c .)
+  [ -n "${NVSWITCH_PCI_ID:-}" ] || switches=$((switches + $(lspci -d 10de:22a3 2>/dev/null | grep -c .)))
+  if [ -n "${NVSWITCH_PCI_ID:-}" ] && [ "$switches" -eq 0 ]; then FAILED+=("nvswitch:0-found"); fi
   if [ "$NVSWITCH" = true ] || [ "$switches" -gt 0 ]; then
     systemctl is-active --quiet nvidia-fabricmanager || FAILED+=("fabricmanager:inactive")
   fi
@@ -126,9 +136,9 @@ publish() {  # publish STATUS: file, tag (JSON form: a value may hold commas), m
 }
 
 REBOOT=false
-[ "$WATCH" = true ] || touch "$RUN/health-checked"
+ECC_GPUS=0
 check_gpus
-check_row_remapping
+check_memory_errors
 check_xids
 check_nvswitch
 check_efa
@@ -142,11 +152,12 @@ else
 fi
 if [ "$REBOOT" = true ]; then
   echo "rebooting:row-remap-pending" > "$ETC/health"
-  systemctl reboot
+  systemctl --no-block reboot  # every unit is installed and enabled: the next boot runs them
   exit 0
 fi
 # --watch publishes a change, or what could not be published before
 if [ "$WATCH" = false ] || [ "$STATUS" != "$(cat "$RUN/health-published" 2>/dev/null)" ]; then
   publish "$STATUS"
 fi
+[ "$WATCH" = true ] || touch "$RUN/health-checked"
 [ "${STATUS%%:*}" != failed ]

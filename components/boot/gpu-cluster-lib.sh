@@ -10,8 +10,10 @@ IMDS="${GPUC_IMDS:-http://169.254.169.254}"
 # shellcheck source=/dev/null
 [ -r "$ETC/cluster.env" ] && . "$ETC/cluster.env"
 mkdir -p "$RUN" "$STATE" 2>/dev/null || true
-# AWS CLI v2: standard retry mode (throttling, 5xx, connection errors), bounded connects.
+# AWS CLI v2: standard retry mode (throttling, 5xx, connection errors), and every call bounded
+# (the CLI's defaults are 60 s to connect and 60 s per read, for each of its attempts).
 export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS="${AWS_MAX_ATTEMPTS:-6}"
+aws() { command aws "$@" --cli-connect-timeout 5 --cli-read-timeout 30; }
 log() { echo "gpu-cluster ${STEP:-boot}: $*" >&2; }
 pause() { sleep "$(( ${GPUC_RETRY_DELAY:-5} * $1 ))"; }
 

@@ -1,12 +1,14 @@
 #!/bin/bash
 # gpu-cluster: mount the cluster's FSx for Lustre file system at $LUSTRE_MOUNT (the bucket's
 # datasets/, checkpoints/ and outputs/ under $LUSTRE_MOUNT/datasets, ...). The client comes
-# from AWS's FSx apt repository as ParallelCluster installs it on Ubuntu (its lustre
-# cookbook): the modules for the running kernel plus the lustre-client-modules-aws
-# meta-package, with retries. The repository builds modules for a kernel some time after the
-# kernel ships: if none exists for this AMI's kernel, that is the reported failure. Install and
-# mount are retried (the file system may still be creating); the result reaches the health
-# check, which fails the node without its file system. Runs at every boot.
+# from AWS's FSx apt repository as the FSx User Guide and ParallelCluster's lustre cookbook
+# install it on Ubuntu: the modules for the running kernel, and the lustre-client-modules-aws
+# meta-package that keeps them in step with kernel upgrades - only when it points at this
+# kernel (it follows the newest kernel, and would otherwise bring another kernel's modules).
+# Only the FSx source is refreshed. The repository builds modules some time after a kernel
+# ships: if none exists for this AMI's kernel, that is the reported failure. Install and mount
+# are retried (the file system may still be creating); the result reaches the health check,
+# which fails the node without its file system. Runs at every boot.
 set -uo pipefail
 export STEP=lustre
 # shellcheck source=/dev/null
@@ -21,10 +23,19 @@ if ! modinfo lustre >/dev/null 2>&1; then
   curl -fsSL --connect-timeout 10 --max-time 60 --retry 5 "$KEY_URL" | gpg --dearmor --yes -o "$key" \
     || fail "could not fetch the FSx repository key from $KEY_URL" client-key
   codename="$(. "$R/etc/os-release" && echo "$VERSION_CODENAME")"
-  echo "deb [signed-by=$key] $REPO $codename main" > "$R/etc/apt/sources.list.d/fsxlustreclientrepo.list"
-  apt_run update || fail "apt-get update failed with the FSx repository" client-index
-  apt_run install "lustre-client-modules-$(uname -r)" lustre-client-modules-aws \
-    || fail "no Lustre client for kernel $(uname -r) in $REPO" "client-for-$(uname -r)"
+  list="$R/etc/apt/sources.list.d/fsxlustreclientrepo.list"
+  echo "deb [signed-by=${key#"$R"}] $REPO $codename main" > "$list"
+  apt_run update -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
+    -o APT::Get::List-Cleanup=0 || fail "apt-get update failed for $REPO" client-index
+  kernel="$(uname -r)"
+  apt_run install "lustre-client-modules-$kernel" \
+    || fail "no Lustre client for kernel $kernel in $REPO" "client-for-$kernel"
+  if apt-cache depends lustre-client-modules-aws 2>/dev/null \
+    | grep -q "lustre-client-modules-$kernel\$"; then
+    apt_run install lustre-client-modules-aws || log "lustre-client-modules-aws not installed"
+  else
+    log "lustre-client-modules-aws follows another kernel than $kernel; not installed"
+  fi
 fi
 mkdir -p "$R$LUSTRE_MOUNT"
 if mountpoint -q "$R$LUSTRE_MOUNT"; then

@@ -5,16 +5,37 @@
 # (Docker and the NVIDIA container toolkit come with the Deep Learning AMI) under systemd, waits
 # until its readiness endpoint answers, then lets the Auto Scaling group put the node in
 # service (the launch lifecycle hook held it out of the load balancer and safe from scale-in).
+# The hook's heartbeat timeout is the warm-up budget: from the start, a heartbeat a minute
+# keeps it open through the copy, the image pull and the server's start; any failure
+# abandons the launch at once instead of waiting for the timeout.
 set -uo pipefail
 export STEP=model-server
 # shellcheck source=/dev/null
 . "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+instance="$(imds instance-id)" || { log "no instance id from IMDS"; exit 1; }
+group="$(aws autoscaling describe-auto-scaling-instances --region "$REGION" --instance-ids "$instance" \
+  --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)" \
+  || { log "could not look up this node's group"; group=""; }
+[ "$group" = None ] && group=""  # not launched by a group (or no longer in one)
+hook() {  # hook ACTION [ARGS]: the launch lifecycle action of this node, when it has one
+  [ -n "$group" ] || return 0
+  aws autoscaling "$1" --region "$REGION" --auto-scaling-group-name "$group" \
+    --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$instance" "${@:2}" >/dev/null
+}
+give_up() {  # give_up WHY: abandon the launch now (the group replaces the node)
+  log "$1"
+  step_result "failed: $1"
+  hook complete-lifecycle-action --lifecycle-action-result ABANDON || true
+  exit 1
+}
+( while true; do hook record-lifecycle-action-heartbeat || true
+    sleep "${GPUC_HEARTBEAT_SECONDS:-60}"; done ) &
+keeper=$!
+trap 'kill "$keeper" 2>/dev/null' EXIT
 models="${MODELS_DIR:-$SCRATCH/models}"  # the path on the node (the container mounts it)
 mkdir -p "$R$models"
-if ! aws s3 sync --only-show-errors --region "$REGION" "s3://$DATA_BUCKET/$MODEL_PREFIX" "$R$models"; then
-  log "could not copy s3://$DATA_BUCKET/$MODEL_PREFIX"
-  exit 1
-fi
+aws s3 sync --only-show-errors --region "$REGION" "s3://$DATA_BUCKET/$MODEL_PREFIX" "$R$models" \
+  || give_up "could not copy s3://$DATA_BUCKET/$MODEL_PREFIX"
 if [ "$SERVER_KIND" = "triton" ]; then
   GPUC_BATCH_SIZES="$BATCH_SIZES" GPUC_QUEUE_DELAY_US="$QUEUE_DELAY_US" python3 - "$R$models" <<'PY'
 import os
@@ -79,34 +100,17 @@ WantedBy=multi-user.target
 UNIT
 systemctl daemon-reload
 systemctl enable gpu-cluster-model-container.service
-instance="$(imds instance-id)" || { log "no instance id from IMDS"; exit 1; }
-group="$(aws autoscaling describe-auto-scaling-instances --region "$REGION" --instance-ids "$instance" \
-  --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)" \
-  || { log "could not look up this node's group"; exit 1; }
-# Keep the launch hook open while the server loads (each heartbeat restarts its timeout).
-heartbeat() {
-  aws autoscaling record-lifecycle-action-heartbeat --region "$REGION" \
-    --auto-scaling-group-name "$group" --lifecycle-hook-name "$LIFECYCLE_HOOK" \
-    --instance-id "$instance" >/dev/null || true
-}
-# The image (several GB for Triton or vLLM) is pulled before the warm-up clock starts; the
-# launch hook is kept open while it downloads.
+# The image (several GB for Triton or vLLM) is pulled before the warm-up clock starts.
 pulled=""
 for attempt in 1 2 3 4 5; do
-  timeout 1800 docker pull -q "$SERVER_IMAGE" >/dev/null &
-  pull=$!
-  while kill -0 "$pull" 2>/dev/null; do  # a heartbeat a minute: the hook never times out
-    heartbeat
-    for _ in $(seq 1 12); do kill -0 "$pull" 2>/dev/null && sleep "${GPUC_POLL_SECONDS:-5}"; done
-  done
-  if wait "$pull"; then
+  if timeout 1800 docker pull -q "$SERVER_IMAGE" >/dev/null; then
     pulled=yes
     break
   fi
   log "docker pull $SERVER_IMAGE failed (try $attempt of 5)"
   [ "$attempt" -lt 5 ] && pause "$attempt"
 done
-[ -n "$pulled" ] || log "could not pull $SERVER_IMAGE"
+[ -n "$pulled" ] || give_up "could not pull $SERVER_IMAGE"
 systemctl restart gpu-cluster-model-container.service
 ready=""
 for tick in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
@@ -115,13 +119,12 @@ for tick in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
     ready=yes
     break
   fi
-  [ $((tick % 6)) -eq 1 ] && heartbeat
   sleep 10
 done
 result=ABANDON
 [ -n "$ready" ] && result=CONTINUE
 log "readiness ${ready:-never answered}: $result"
-aws autoscaling complete-lifecycle-action --region "$REGION" --auto-scaling-group-name "$group" \
-  --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$instance" --lifecycle-action-result "$result"
+hook complete-lifecycle-action --lifecycle-action-result "$result" \
+  || log "could not complete the launch lifecycle action ($result)"
 if [ -n "$ready" ]; then step_result ok; else step_result "failed: not ready in ${WARMUP_SECONDS}s"; fi
 [ -n "$ready" ]

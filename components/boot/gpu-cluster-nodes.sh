@@ -7,7 +7,9 @@
 # NODE_RANK here is only this node's index in the list. The oldest node hosts the rendezvous.
 # A lookup that fails (IMDS or the EC2 API down) keeps the last good files and exits 1: a
 # transient error never rewrites a cluster of 4 into a cluster of 1.
-# --wait: retry until every node of the group has launched (first boot, in its own unit).
+# --wait: on the first boot (no torchrun.env yet), retry until every node of the group has
+# launched; later boots do not wait. The refresh timer's runs are ordered after it and take a
+# lock, so two runs never write the files at once.
 set -uo pipefail
 export STEP=nodes
 # shellcheck source=/dev/null
@@ -43,7 +45,9 @@ desired_nodes() {  # the group's desired capacity; 1 for a node in no group
 NODE_COUNT=$(desired_nodes) || give_up "could not read the group's size from the Auto Scaling API"
 case $NODE_COUNT in '' | *[!0-9]*) give_up "the group's size is '$NODE_COUNT'" ;; esac
 ATTEMPTS=1
-[ "${1:-}" = "--wait" ] && ATTEMPTS=180
+[ "${1:-}" = "--wait" ] && [ ! -e "$ETC/torchrun.env" ] && ATTEMPTS=180
+exec 9>"$RUN/nodes.lock"
+flock -w 300 9 || give_up "another run holds $RUN/nodes.lock"
 listed() { awk -v self="$SELF" '$3 == self' <<<"$NODES" | grep -q .; }
 for attempt in $(seq 1 "$ATTEMPTS"); do
   NODES=$(list_nodes) || give_up "could not list the cluster's nodes from EC2"
@@ -57,7 +61,9 @@ MASTER_ADDR=$(awk '$1 == 0 {print $2}' <<<"$NODES")
 # MIN:MAX for torchrun --nnodes: the job starts with the nodes there are and takes more
 NNODES=$NODE_COUNT
 [ "$NNODES" -gt 0 ] || NNODES=$(grep -c . <<<"$NODES")
-printf '%s\n' "$NODES" > "$ETC/nodes.tmp" && mv "$ETC/nodes.tmp" "$ETC/nodes"
+nodes_tmp=$(mktemp "$ETC/nodes.XXXXXX") && env_tmp=$(mktemp "$ETC/torchrun.env.XXXXXX") \
+  || give_up "cannot write in $ETC"
+printf '%s\n' "$NODES" > "$nodes_tmp" && chmod 644 "$nodes_tmp" && mv "$nodes_tmp" "$ETC/nodes"
 {
   echo "NNODES=$NNODES"
   echo "NODE_RANK=${NODE_RANK:-0}"
@@ -76,6 +82,5 @@ printf '%s\n' "$NODES" > "$ETC/nodes.tmp" && mv "$ETC/nodes.tmp" "$ETC/nodes"
     echo "FI_PROVIDER=efa"
     echo "NCCL_SOCKET_IFNAME=^lo,docker"
   fi
-} > "$ETC/torchrun.env.tmp" && chmod 644 "$ETC/torchrun.env.tmp" \
-  && mv "$ETC/torchrun.env.tmp" "$ETC/torchrun.env"
+} > "$env_tmp" && chmod 644 "$env_tmp" && mv "$env_tmp" "$ETC/torchrun.env"
 log "$(grep -c . <<<"$NODES") node(s), rendezvous at $MASTER_ADDR"

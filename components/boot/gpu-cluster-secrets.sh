@@ -26,7 +26,8 @@ for parameter in json.loads(os.environ["GPUC_PARAMETERS"]).get("Parameters", [])
     name = parameter["Name"].rsplit("/", 1)[-1]
     print(f"{name}={shlex.quote(parameter['Value'])}")
 PY
-chgrp "$group" "$tmp" && chmod 0640 "$tmp"
+chgrp "$group" "$tmp"
+chmod 0640 "$tmp"
 mv "$tmp" "$RUN/secrets.env"
 log "$(grep -c . "$RUN/secrets.env") secret(s) from $SECRETS_PATH, readable by root and $JOB_USER"
 step_result ok

@@ -5,9 +5,12 @@
 #                 $RUN/rebalance and logged; nothing is signalled.
 #   interruption  the two-minute notice: written to $RUN/interruption and to the checkpoint
 #                 file $RUN/checkpoint-now (GPUC_CHECKPOINT_FILE in torchrun.env, which a job
-#                 may poll), and SIGUSR1 to each training worker: a process torchrun started
-#                 (TORCHELASTIC_RUN_ID in its environment, its parent without it). Processes the
-#                 workers start themselves (DataLoader workers) and the agent get nothing.
+#                 may poll), and SIGUSR1 to each training worker that handles it: a process
+#                 torchrun started (TORCHELASTIC_RUN_ID in its environment, its parent - not
+#                 init - without it) with a SIGUSR1 handler (SigCgt in /proc/PID/status; the
+#                 default action of SIGUSR1 is to terminate, so a job that only polls the file
+#                 is not killed). Processes the workers start themselves (DataLoader workers)
+#                 and the agent get nothing.
 # --once: one poll, for tests.
 set -uo pipefail
 export STEP=spot-watch
@@ -17,6 +20,11 @@ PROC="${GPUC_PROC:-/proc}"
 
 run_id() { tr '\0' '\n' < "$PROC/$1/environ" 2>/dev/null | sed -n 's/^TORCHELASTIC_RUN_ID=//p'; }
 parent() { sed 's/.*) //' "$PROC/$1/stat" 2>/dev/null | awk '{print $2}'; }  # comm may hold spaces
+catches_usr1() {  # bit 10 (SIGUSR1) of the caught-signals mask
+  local mask
+  mask=$(awk '/^SigCgt:/ {print $2}' "$PROC/$1/status" 2>/dev/null)
+  [ -n "$mask" ] && (( (16#$mask >> 9) & 1 ))
+}
 
 training_workers() {
   local dir pid ppid
@@ -24,7 +32,8 @@ training_workers() {
     pid=${dir##*/}
     [ -n "$(run_id "$pid")" ] || continue
     ppid=$(parent "$pid")
-    [ -n "$ppid" ] && [ -z "$(run_id "$ppid")" ] && echo "$pid"
+    [ -n "$ppid" ] && [ "$ppid" != 1 ] && [ -z "$(run_id "$ppid")" ] || continue
+    if catches_usr1 "$pid"; then echo "$pid"; else log "worker $pid has no SIGUSR1 handler"; fi
   done
 }
 

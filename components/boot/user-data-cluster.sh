@@ -1,6 +1,7 @@
 #!/bin/bash
-# The tail of a training node's user data (rendered after its boot steps by user_data.py):
-# the torchrun wrapper, the node list, the health watch, the spot watcher.
+# A training node's files and units beside its boot steps (installed by user_data.py before any
+# step starts): the torchrun wrapper, the login environment, the node-list refresh and health
+# watch timers, the spot watcher.
 cat > "$R/usr/local/bin/gpuc-torchrun" <<'SCRIPT'
 {{TORCHRUN_SCRIPT}}
 SCRIPT
@@ -14,13 +15,15 @@ if [ -r /etc/gpu-cluster/torchrun.env ]; then
   set +a
 fi
 PROFILE
-timer() {  # timer NAME DESCRIPTION EVERY COMMAND: a oneshot service and its timer
+timer() {  # timer NAME DESCRIPTION EVERY AFTER COMMAND: a bounded oneshot service and its timer
   cat > "$R/etc/systemd/system/$1.service" <<UNIT
 [Unit]
 Description=gpu-cluster: $2
+After=$4
 [Service]
 Type=oneshot
-ExecStart=$4
+TimeoutStartSec=5min
+ExecStart=$5
 UNIT
   cat > "$R/etc/systemd/system/$1.timer" <<UNIT
 [Unit]
@@ -31,14 +34,14 @@ OnUnitActiveSec=$3
 [Install]
 WantedBy=timers.target
 UNIT
+  systemctl enable "$1.timer"
 }
 timer gpu-cluster-nodes-refresh "refresh the node list as nodes come and go" 2min \
-  /usr/local/sbin/gpu-cluster-nodes
+  gpu-cluster-nodes.service /usr/local/sbin/gpu-cluster-nodes
 timer gpu-cluster-health-watch "GPU health while the node runs (lost GPUs, fatal Xids)" 1min \
-  "/usr/local/sbin/gpu-cluster-health --watch"
-systemctl daemon-reload
-systemctl enable --now gpu-cluster-nodes-refresh.timer gpu-cluster-health-watch.timer
+  gpu-cluster-health.service "/usr/local/sbin/gpu-cluster-health --watch"
 if [ "$SPOT" = "true" ]; then
+  chmod 755 "$R/usr/local/sbin/gpu-cluster-spot-watch"
   cat > "$R/etc/systemd/system/gpu-cluster-spot-watch.service" <<'UNIT'
 [Unit]
 Description=gpu-cluster: spot interruption and rebalance watcher
@@ -51,6 +54,5 @@ RestartSec=5
 [Install]
 WantedBy=multi-user.target
 UNIT
-  systemctl daemon-reload
-  systemctl enable --now gpu-cluster-spot-watch.service
+  systemctl enable gpu-cluster-spot-watch.service
 fi
