@@ -25,6 +25,7 @@ from components.stack_cost_controls import CostControlArgs, StackCostControls
 from components.topology import has_nvswitch, has_row_remapping, nvswitch_pci_id
 from components.user_data import (
     ALLREDUCE_BENCH_PATH,
+    JOB_USER,
     BootConfig,
     render_user_data,
     run_on_every_node_command,
@@ -76,7 +77,7 @@ class GpuClusterArgs:
 # agent/session/shell/shell_unix.go), which reads no /etc/profile.d: start a login shell of
 # the job user instead, so the session has the cluster's torchrun environment.
 SSM_LOGIN_SHELL = (
-    '--document-name AWS-StartInteractiveCommand --parameters command="sudo -iu ubuntu"'
+    f'--document-name AWS-StartInteractiveCommand --parameters command="sudo -iu {JOB_USER}"'
 )
 
 

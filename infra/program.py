@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -331,7 +330,7 @@ def main() -> None:
             deploy_cluster(spec)
 
 
-def data_path(bucket: str, spec: Any) -> str:
+def data_path(bucket: str, spec: ResolvedCluster) -> str:
     """Where a node finds the data bucket. Mountpoint comes from its release bucket and the
     Ubuntu archive, outside the VPC: without a NAT gateway a node cannot install it."""
     if not spec.network.nat_gateway:
