@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 MANAGED_BY_TAG = {"managed-by": "gpu-cluster"}
 CLUSTER_TAG = "gpu-cluster:name"  # nodes find each other by it (and by their VPC)
+HEALTH_TAG = "gpu-cluster:health"  # each node's own report (boot/gpu-cluster-health.sh)
 STACK_TAG = "gpu-cluster:stack"
 
 

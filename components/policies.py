@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.naming import HEALTH_TAG
+
 SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
 MIN_TLS_VERSION = "1.2"
 NODE_WRITE_PREFIXES = ("checkpoints", "outputs")
@@ -239,7 +241,7 @@ def health_reporting_statements(cluster: str) -> list[dict[str, Any]]:
             "Resource": "arn:*:ec2:*:*:instance/*",
             "Condition": {
                 **own_cluster,
-                "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-cluster:health"]},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [HEALTH_TAG]},
             },
         },
         {

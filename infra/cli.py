@@ -112,14 +112,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         return OK
     print(
         f"{'stack':<12}{'cluster':<12}{'instance':<21}{'type':<18}{'bought':<10}{'zone':<12}"
-        f"{'up h':>7}{'$/h':>10}"
+        f"{'up h':>7}{'$/h':>10}  health"
     )
     for n in nodes:
         mark = "  <- no stack file" if n.instance_id in unowned else ""
         price = f"{n.usd_per_hour:,.2f}" if n.usd_per_hour is not None else "-"
         print(
             f"{n.stack or '-':<12}{n.cluster or '-':<12}{n.instance_id:<21}{n.instance_type:<18}"
-            f"{n.lifecycle:<10}{n.zone:<12}{n.uptime_hours:>7.1f}{price:>10}{mark}"
+            f"{n.lifecycle:<10}{n.zone:<12}{n.uptime_hours:>7.1f}{price:>10}"
+            f"  {n.health or 'not reported'}{mark}"
         )
     burn = sum(n.usd_per_hour or 0 for n in nodes)
     print(f"burning about ${burn:,.2f}/hour (${burn * 24:,.0f}/day) at the bundled prices")

@@ -47,6 +47,22 @@ def test_status_lists_the_projects_nodes_with_their_burn():
     assert p4d.usd_per_hour == pytest.approx(on_demand_hourly("us-east-1", "p4d.24xlarge"))
     assert p4d.uptime_hours == pytest.approx(2, abs=0.1) and p4d.zone == "us-east-1a"
     assert [n.instance_id for n in orphans(nodes, ["train", "dev"])] == [forgotten]
+    assert p4d.health == ""  # the node has not reported yet
+
+
+@mock_aws
+def test_status_shows_each_nodes_own_health_report(capsys):
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    node = launch(ec2, "p4d.24xlarge", "train")
+    quiet = launch(ec2, "p4d.24xlarge", "train")
+    report = "degraded:gpu-metrics:missing"
+    ec2.create_tags(Resources=[node], Tags=[{"Key": "gpu-cluster:health", "Value": report}])
+    health = {n.instance_id: n.health for n in list_nodes(ec2, "us-east-1")}
+    assert health == {node: report, quiet: ""}
+    assert main(["status", "--stack", "train"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(node in line and report in line for line in lines)
+    assert any(quiet in line and "not reported" in line for line in lines)
 
 
 @mock_aws

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from components.naming import CLUSTER_TAG, MANAGED_BY_TAG, STACK_TAG
+from components.naming import CLUSTER_TAG, HEALTH_TAG, MANAGED_BY_TAG, STACK_TAG
 from infra.aws import paginate
 from infra.cost.gpu_prices import on_demand_hourly, spot_by_zone
 
@@ -23,6 +23,7 @@ class Node:
     zone: str
     uptime_hours: float
     usd_per_hour: float | None
+    health: str = ""  # the node's own report (tag gpu-cluster:health): ok, degraded:..., failed:...
 
 
 def tag(instance: dict[str, Any], key: str) -> str:
@@ -63,6 +64,7 @@ def list_nodes(ec2: Any, region: str, now: datetime | None = None) -> list[Node]
                     zone=instance.get("Placement", {}).get("AvailabilityZone", ""),
                     uptime_hours=(now - launched).total_seconds() / 3600,
                     usd_per_hour=price,
+                    health=tag(instance, HEALTH_TAG),
                 )
             )
     return sorted(nodes, key=lambda n: (n.stack, n.cluster, n.instance_id))
