@@ -289,6 +289,24 @@ def test_p5_4xlarge_has_no_nvswitch_and_is_healthy(make_node):
     assert node.read("/etc/gpu-cluster/health") == "ok\n"
 
 
+def test_p6_nvswitch_is_not_on_the_pci_ids_and_only_the_fabric_manager_counts(make_node):
+    """HGX B200/B300 list no 10de:1af1 or 10de:22a3 device: no endless replacement."""
+    from components.topology import has_nvswitch, nvswitch_pci_id
+
+    assert has_nvswitch("p6-b200.48xlarge") and nvswitch_pci_id("p6-b200.48xlarge") == ""
+    assert nvswitch_pci_id("p5.48xlarge") == "10de:22a3" and not has_nvswitch("p5.4xlarge")
+    blackwell = Hardware("H100 80GB HBM3", 8, 4, 0)  # no NVSwitch listed on the bus
+    node = make_node(replace(TRAIN, nvswitch_pci_id=""), hardware=blackwell)
+    node.activate("nvidia-fabricmanager.service")
+    node.install_only()
+    assert node.step("gpu-cluster-health").returncode == 0
+    assert node.read("/etc/gpu-cluster/health") == "ok\n"
+    hopper = make_node(replace(TRAIN, nvswitch_pci_id="10de:22a3"), hardware=blackwell)
+    hopper.install_only()
+    assert hopper.step("gpu-cluster-health").returncode == 1  # p5.48xlarge lists its switches
+    assert "nvswitch:0-found" in hopper.read("/etc/gpu-cluster/health")
+
+
 def test_nvswitch_hardware_without_the_fabric_manager_fails(make_node):
     node = make_node(replace(TRAIN, nvswitch=False))
     node.install_only()
