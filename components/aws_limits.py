@@ -1,35 +1,43 @@
 """Limits AWS enforces on what the program sends, each with the document it comes from.
 
-Written once here (the lowest room, so components can refuse early and the plan engine's mocks
-can refuse what AWS would refuse, for every stack and every test)."""
+Written once here (the lowest room): the plan engine's mocks refuse every input over its limit,
+for every stack and every test, as the API would refuse it at create time. A limit found later
+goes into this table, never into a one-off check."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import gzip
+import re
 from dataclasses import dataclass
 
-# EC2 User Guide, "Run commands when you launch an EC2 instance with user data input"
-# (Work with instance user data): "User data is limited to 16 KB, in raw form, before it is
-# base64-encoded." CreateLaunchTemplate/RunInstances refuse more (InvalidUserData.Malformed /
-# InvalidParameterValue "User data is limited to 16384 bytes").
+# EC2 User Guide, "Work with instance user data": "User data is limited to 16 KB, in raw form,
+# before it is base64-encoded." CreateLaunchTemplate/RunInstances refuse more.
 USER_DATA_MAX_BYTES = 16384
 # What this project allows itself, so a later step added to the boot still fits.
 USER_DATA_BUDGET_BYTES = 12 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
+USER_DATA_SOURCE = "EC2 User Guide, 'Work with instance user data': 16 KB in raw form"
 
 
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """One AWS limit on one input of one resource type."""
+    """One AWS limit on one input of one resource type: a size, and the characters allowed."""
 
     resource_type: str
     input_name: str
     maximum: int
     unit: str
     source: str
+    minimum: int = 0
+    pattern: str = ""  # a regular expression the whole value must match ("" = any)
+    allowed: str = ""  # the pattern in words, for the message
 
+
+SG_TEXT = r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*"
+SG_TEXT_WORDS = "a-z, A-Z, 0-9, spaces and ._-:/()#,@[]+=&;{}!$*"
+IAM_NAME, IAM_NAME_WORDS = r"[\w+=,.@-]+", "letters, digits and +=,.@_-"
 
 LIMITS: tuple[Limit, ...] = (
     Limit(
@@ -37,59 +45,250 @@ LIMITS: tuple[Limit, ...] = (
         "userData",
         USER_DATA_MAX_BYTES,
         "bytes of user data before base64",
-        "EC2 User Guide, 'Work with instance user data': 16 KB in raw form",
+        USER_DATA_SOURCE,
     ),
     Limit(
         "aws:ec2/instance:Instance",
         "userDataBase64",
         USER_DATA_MAX_BYTES,
         "bytes of user data before base64",
-        "EC2 User Guide, 'Work with instance user data': 16 KB in raw form",
+        USER_DATA_SOURCE,
     ),
     Limit(
         "aws:ec2/instance:Instance",
         "userData",
         USER_DATA_MAX_BYTES,
         "bytes of user data",
-        "EC2 User Guide, 'Work with instance user data': 16 KB in raw form",
+        USER_DATA_SOURCE,
     ),
     Limit(
         "aws:ec2/launchTemplate:LaunchTemplate",
         "name",
         128,
         "characters",
-        "EC2 API Reference, CreateLaunchTemplate: LaunchTemplateName 3-128 characters",
+        "EC2 API Reference, CreateLaunchTemplate: LaunchTemplateName, 3-128 characters",
+        minimum=3,
+        pattern=r"[a-zA-Z0-9().\-/_]+",
+        allowed="letters, digits and ()./-_",
+    ),
+    Limit(
+        "aws:ec2/securityGroup:SecurityGroup",
+        "description",
+        255,
+        "characters",
+        "EC2 API Reference, CreateSecurityGroup: GroupDescription, 255 characters of "
+        + SG_TEXT_WORDS,
+        pattern=SG_TEXT,
+        allowed=SG_TEXT_WORDS,
+    ),
+    Limit(
+        "aws:ec2/securityGroup:SecurityGroup",
+        "name",
+        255,
+        "characters",
+        "EC2 API Reference, CreateSecurityGroup: GroupName, 255 characters",
+    ),
+    *(
+        Limit(
+            rule,
+            "description",
+            255,
+            "characters",
+            "EC2 API Reference, IpRange/SecurityGroupRule: Description, 255 characters of "
+            + SG_TEXT_WORDS,
+            pattern=SG_TEXT,
+            allowed=SG_TEXT_WORDS,
+        )
+        for rule in (
+            "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+            "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+        )
     ),
     Limit(
         "aws:iam/role:Role",
         "name",
         64,
         "characters",
-        "IAM User Guide, 'IAM and AWS STS quotas': role name 64 characters",
+        "IAM API Reference, CreateRole: RoleName, 1-64 characters",
+        minimum=1,
+        pattern=IAM_NAME,
+        allowed=IAM_NAME_WORDS,
+    ),
+    Limit(
+        "aws:iam/role:Role",
+        "description",
+        1000,
+        "characters",
+        "IAM API Reference, CreateRole: Description, 1000 characters",
+    ),
+    Limit(
+        "aws:iam/instanceProfile:InstanceProfile",
+        "name",
+        128,
+        "characters",
+        "IAM API Reference, CreateInstanceProfile: InstanceProfileName, 1-128 characters",
+        minimum=1,
+        pattern=IAM_NAME,
+        allowed=IAM_NAME_WORDS,
+    ),
+    Limit(
+        "aws:iam/rolePolicy:RolePolicy",
+        "policy",
+        10240,
+        "characters without whitespace",
+        "IAM User Guide, 'IAM and AWS STS quotas': inline role policies, 10,240 characters",
+    ),
+    Limit(
+        "aws:kms/key:Key",
+        "policy",
+        32768,
+        "bytes",
+        "KMS Developer Guide, 'Quotas': key policy document size, 32 KB",
+    ),
+    Limit(
+        "aws:kms/key:Key",
+        "description",
+        8192,
+        "characters",
+        "KMS API Reference, CreateKey: Description, 0-8192 characters",
+    ),
+    Limit(
+        "aws:kms/alias:Alias",
+        "name",
+        256,
+        "characters",
+        "KMS API Reference, CreateAlias: AliasName, 1-256 characters, alias/ then "
+        "letters, digits and /_- (alias/aws/ is reserved)",
+        minimum=7,
+        pattern=r"alias/(?!aws/)[a-zA-Z0-9/_-]+",
+        allowed="alias/ then letters, digits and /_- (not alias/aws/)",
     ),
     Limit(
         "aws:s3/bucket:Bucket",
         "bucket",
         63,
         "characters",
-        "S3 User Guide, 'General purpose bucket naming rules': 3-63 characters",
+        "S3 User Guide, 'General purpose bucket naming rules': 3-63 characters, lowercase "
+        "letters, digits, dots and hyphens, beginning and ending with a letter or digit",
+        minimum=3,
+        pattern=r"[a-z0-9][a-z0-9.-]*[a-z0-9]",
+        allowed="lowercase letters, digits, . and -, a letter or digit at each end",
     ),
     Limit(
-        "aws:lb/loadBalancer:LoadBalancer",
-        "name",
-        32,
-        "characters",
-        "ELB API Reference, CreateLoadBalancer: Name at most 32 characters",
+        "aws:s3/bucketPolicy:BucketPolicy",
+        "policy",
+        20480,
+        "bytes",
+        "S3 User Guide, 'Bucket policies': a bucket policy is limited to 20 KB",
     ),
     Limit(
-        "aws:lb/targetGroup:TargetGroup",
+        "aws:sns/topicPolicy:TopicPolicy",
+        "policy",
+        30720,
+        "bytes",
+        "SNS API Reference, SetTopicAttributes: Policy, at most 30 KB",
+    ),
+    *(
+        Limit(
+            kind,
+            "name",
+            32,
+            "characters",
+            f"ELB API Reference, {api}: Name, 32 characters of letters, digits and hyphens, "
+            "not beginning or ending with a hyphen",
+            minimum=1,
+            pattern=r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?",
+            allowed="letters, digits and hyphens, no hyphen at either end",
+        )
+        for kind, api in (
+            ("aws:lb/loadBalancer:LoadBalancer", "CreateLoadBalancer"),
+            ("aws:lb/targetGroup:TargetGroup", "CreateTargetGroup"),
+        )
+    ),
+    Limit(
+        "aws:autoscaling/group:Group",
         "name",
-        32,
+        255,
         "characters",
-        "ELB API Reference, CreateTargetGroup: Name at most 32 characters",
+        "Auto Scaling API Reference, CreateAutoScalingGroup: AutoScalingGroupName, 1-255",
+        minimum=1,
+    ),
+    Limit(
+        "aws:cloudwatch/metricAlarm:MetricAlarm",
+        "name",
+        255,
+        "characters",
+        "CloudWatch API Reference, PutMetricAlarm: AlarmName, 1-255 characters",
+        minimum=1,
+    ),
+    Limit(
+        "aws:cloudwatch/logGroup:LogGroup",
+        "name",
+        512,
+        "characters",
+        "CloudWatch Logs API Reference, CreateLogGroup: logGroupName, 1-512 characters of "
+        "letters, digits and ._-/#",
+        minimum=1,
+        pattern=r"[.\-_/#A-Za-z0-9]+",
+        allowed="letters, digits and ._-/#",
+    ),
+    Limit(
+        "aws:cloudwatch/eventRule:EventRule",
+        "name",
+        64,
+        "characters",
+        "EventBridge API Reference, PutRule: Name, 1-64 characters of letters, digits and .-_",
+        minimum=1,
+        pattern=r"[.\-_A-Za-z0-9]+",
+        allowed="letters, digits and .-_",
+    ),
+    Limit(
+        "aws:cloudwatch/eventRule:EventRule",
+        "description",
+        512,
+        "characters",
+        "EventBridge API Reference, PutRule: Description, 512 characters",
+    ),
+    Limit(
+        "aws:scheduler/schedule:Schedule",
+        "name",
+        64,
+        "characters",
+        "EventBridge Scheduler API Reference, CreateSchedule: Name, 1-64 characters of "
+        "letters, digits and -_.",
+        minimum=1,
+        pattern=r"[0-9a-zA-Z\-_.]+",
+        allowed="letters, digits and -_.",
+    ),
+    Limit(
+        "aws:budgets/budget:Budget",
+        "name",
+        100,
+        "characters",
+        "Budgets API Reference, Budget: BudgetName, 1-100 characters, no ':' or '\\'",
+        minimum=1,
+        pattern=r"[^:\\]+",
+        allowed="any characters but : and \\",
+    ),
+    Limit(
+        "aws:ssm/parameter:Parameter",
+        "value",
+        4096,
+        "characters",
+        "Systems Manager User Guide, 'Parameter tiers': a standard parameter value is up to 4 KB",
+    ),
+    Limit(
+        "aws:ssm/parameter:Parameter",
+        "name",
+        2048,
+        "characters",
+        "Systems Manager API Reference, PutParameter: Name, 1-2048 characters",
+        minimum=1,
     ),
 )
-# EC2 User Guide, 'Tag restrictions': 50 tags per resource, keys 128 and values 256 characters.
+# EC2 User Guide, 'Tag your Amazon EC2 resources' (tag restrictions, the same in every service
+# this project tags): 50 tags per resource, keys 1-128 and values 0-256 characters, and keys
+# beginning with aws: are reserved for AWS.
 MAX_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE = 50, 128, 256
 TAG_SOURCE = "EC2 User Guide, 'Tag your Amazon EC2 resources': tag restrictions"
 
@@ -112,54 +311,93 @@ def user_data_text(encoded: str) -> str:
     return raw.decode()
 
 
-def measured(limit: Limit, value: object) -> int:
+def measured(limit: Limit, value: str) -> int:
     """The size AWS would measure for ``value`` under ``limit``."""
     if limit.input_name.startswith("userData"):
         encoded = limit.input_name == "userDataBase64" or limit.resource_type.endswith(
             "LaunchTemplate"
         )
-        return len(raw_user_data(str(value), base64_encoded=encoded))
-    return len(str(value))
+        return len(raw_user_data(value, base64_encoded=encoded))
+    if limit.unit == "bytes":
+        return len(value.encode())
+    if "without whitespace" in limit.unit:
+        return len(re.sub(r"\s", "", value))
+    return len(value)
 
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """An input over its limit: what AWS would measure, and the limit."""
+    """An input over its limit (or outside its characters): what AWS would measure, and why."""
 
     input_name: str
     size: int
     maximum: int
     unit: str
     source: str
+    why: str = ""  # set when the characters, the minimum or a reserved prefix are the problem
 
     def message(self) -> str:
+        if self.why:
+            return f"{self.input_name}: {self.why} ({self.source})"
         return (
             f"{self.input_name} is {self.size:,} {self.unit}; AWS allows at most "
             f"{self.maximum:,} ({self.source})"
         )
 
 
+def check(limit: Limit, value: str) -> Violation | None:
+    """``value`` against one limit."""
+    size = measured(limit, value)
+    found = Violation(limit.input_name, size, limit.maximum, limit.unit, limit.source)
+    if size > limit.maximum:
+        return found
+    if size < limit.minimum:
+        why = f"{size} {limit.unit}; AWS needs at least {limit.minimum}"
+        return Violation(**{**_fields(found), "why": why})
+    if limit.pattern and not re.fullmatch(limit.pattern, value):
+        why = f"{value!r} has characters AWS refuses; allowed: {limit.allowed}"
+        return Violation(**{**_fields(found), "why": why})
+    return None
+
+
+def _fields(violation: Violation) -> dict:
+    return {name: getattr(violation, name) for name in Violation.__slots__}
+
+
+def tag_pairs(tags: object) -> list[tuple[str, str]]:
+    """Tags as (key, value) pairs, from a map or an Auto Scaling group's list of {key, value}."""
+    if isinstance(tags, dict):
+        return [(str(k), str(v)) for k, v in tags.items()]
+    if isinstance(tags, list):
+        return [
+            (str(t.get("key", "")), str(t.get("value", ""))) for t in tags if isinstance(t, dict)
+        ]
+    return []
+
+
+def tag_violations(tags: object) -> list[Violation]:
+    pairs = tag_pairs(tags)
+    found = []
+    if len(pairs) > MAX_TAGS:
+        found.append(Violation("tags", len(pairs), MAX_TAGS, "tags", TAG_SOURCE))
+    for key, value in pairs:
+        if not 1 <= len(key) <= MAX_TAG_KEY:
+            found.append(Violation(f"tags key {key!r}", len(key), MAX_TAG_KEY, "chars", TAG_SOURCE))
+        if len(value) > MAX_TAG_VALUE:
+            found.append(Violation(f"tags.{key}", len(value), MAX_TAG_VALUE, "chars", TAG_SOURCE))
+        if key.lower().startswith("aws:"):
+            why = "keys beginning with aws: are reserved for AWS"
+            found.append(Violation(f"tags.{key}", len(key), MAX_TAG_KEY, "chars", TAG_SOURCE, why))
+    return found
+
+
 def violations(resource_type: str, inputs: dict) -> list[Violation]:
-    """Every limit ``inputs`` break."""
+    """Every limit ``inputs`` break (values that are not known strings are not judged)."""
     found = []
     for limit in LIMITS:
         value = inputs.get(limit.input_name)
-        if limit.resource_type != resource_type or not isinstance(value, str) or not value:
+        if limit.resource_type != resource_type or not isinstance(value, str):
             continue
-        size = measured(limit, value)
-        if size > limit.maximum:
-            found.append(Violation(limit.input_name, size, limit.maximum, limit.unit, limit.source))
-    tags = inputs.get("tags")
-    if isinstance(tags, dict):
-        if len(tags) > MAX_TAGS:
-            found.append(Violation("tags", len(tags), MAX_TAGS, "tags", TAG_SOURCE))
-        for key, value in tags.items():
-            if len(str(key)) > MAX_TAG_KEY:
-                found.append(
-                    Violation(f"tags key {key!r}", len(key), MAX_TAG_KEY, "chars", TAG_SOURCE)
-                )
-            if isinstance(value, str) and len(value) > MAX_TAG_VALUE:
-                found.append(
-                    Violation(f"tags.{key}", len(value), MAX_TAG_VALUE, "chars", TAG_SOURCE)
-                )
-    return found
+        if (violation := check(limit, value)) is not None:
+            found.append(violation)
+    return found + tag_violations(inputs.get("tags"))
