@@ -179,6 +179,14 @@ def log_bucket(
                 "noncurrent_version_expiration": {"noncurrent_days": 30},
             }
             for rule, prefix in expiring_prefixes.items()
+        ]
+        + [
+            {  # parts of an upload that never completed bill until they are deleted
+                "id": "abort-incomplete-uploads",
+                "status": "Enabled",
+                "filter": {},
+                "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
+            }
         ],
         opts=keep,
     )

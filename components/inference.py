@@ -73,13 +73,15 @@ def _log_accounts() -> dict[str, Any]:
     return json.loads(ELB_LOG_ACCOUNTS.read_text())
 
 
-def load_balancer_log_policy(bucket_arn: str, account_id: str, region: str) -> dict[str, Any]:
+def load_balancer_log_policy(
+    bucket_arn: str, account_id: str, region: str, partition: str = "aws"
+) -> dict[str, Any]:
     """Elastic Load Balancing may write this account's access logs (its regional account in
     regions older than August 2022, its log-delivery service principal in newer ones)."""
     facts = _log_accounts()
     elb_account = facts["accounts"].get(region)
     principal = (
-        {"AWS": f"arn:aws:iam::{elb_account}:root"}
+        {"AWS": f"arn:{partition}:iam::{elb_account}:root"}
         if elb_account
         else {"Service": facts["service_principal"]}
     )
@@ -311,8 +313,8 @@ class InferenceService(pulumi.ComponentResource):
         self.log_policy = aws.s3.BucketPolicy(
             child_name(name, "alb-logs-policy"),
             bucket=bucket.id,
-            policy=pulumi.Output.all(bucket.arn, a.account_id).apply(
-                lambda v: json.dumps(load_balancer_log_policy(v[0], v[1], a.region))
+            policy=pulumi.Output.all(bucket.arn, a.account_id, a.partition).apply(
+                lambda v: json.dumps(load_balancer_log_policy(v[0], v[1], a.region, v[2]))
             ),
             opts=keep,
         )

@@ -383,7 +383,9 @@ def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
 
 
 def flow_logs_delivery_policy(log_group_arn: str) -> dict[str, Any]:
-    """What the VPC Flow Logs service needs to write into one log group."""
+    """What the VPC Flow Logs service needs to write into one log group. logs:DescribeLogGroups
+    takes no resource but `*` (Service Authorization Reference, CloudWatch Logs actions): on the
+    log group alone it would never apply."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -392,10 +394,10 @@ def flow_logs_delivery_policy(log_group_arn: str) -> dict[str, Any]:
                 "Action": [
                     "logs:CreateLogStream",
                     "logs:PutLogEvents",
-                    "logs:DescribeLogGroups",
                     "logs:DescribeLogStreams",
                 ],
                 "Resource": [log_group_arn, f"{log_group_arn}:*"],
-            }
+            },
+            {"Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
         ],
     }

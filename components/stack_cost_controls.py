@@ -131,7 +131,12 @@ class StackCostControls(pulumi.ComponentResource):
                 alarm_description=f"gpu-cluster {name}: stop the box after {idle.minutes} min "
                 f"under {idle.below_percent:g}% GPU utilization (its disk survives)",
                 dimensions={"InstanceId": a.instance.id},
-                alarm_actions=[f"arn:aws:automate:{a.region}:ec2:stop", *notify],
+                alarm_actions=[
+                    pulumi.Output.from_input(a.partition).apply(
+                        lambda partition: f"arn:{partition}:automate:{a.region}:ec2:stop"
+                    ),
+                    *notify,
+                ],
                 **common,
                 opts=self.child,
             )
@@ -187,7 +192,9 @@ class StackCostControls(pulumi.ComponentResource):
                 schedule_expression_timezone=timezone,
                 flexible_time_window={"mode": "OFF"},
                 target={
-                    "arn": target.apply(lambda t: f"arn:aws:scheduler:::aws-sdk:{t[0]}"),
+                    "arn": pulumi.Output.all(target, a.partition).apply(
+                        lambda v: f"arn:{v[1]}:scheduler:::aws-sdk:{v[0][0]}"
+                    ),
                     "role_arn": role.arn,
                     "input": target.apply(lambda t: t[1]),
                 },
