@@ -141,9 +141,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         fsx=client("fsx", args.region),
     )
     leftovers = sweeper.find()
-    for skipped in sweeper.skipped:
-        print(f"warning: could not list {skipped}", file=sys.stderr)
     total = sum(leftover.usd_per_hour for leftover in leftovers)
+    for unsupported in sweeper.unsupported:
+        print(f"warning: this endpoint cannot list {unsupported}", file=sys.stderr)
+    if sweeper.skipped:  # what could not be looked at may still bill: claim nothing
+        for skipped in sweeper.skipped:
+            print(f"error: could not list {skipped}", file=sys.stderr)
+        for leftover in leftovers:
+            print(f"  found {leftover.kind} {leftover.resource_id} ({leftover.detail})")
+        not_checked = [skipped.split(":", 1)[0] for skipped in sweeper.skipped]
+        raise CommandError(
+            AWS,
+            f"gpuc sweep could not check {len(not_checked)} kind(s) in {args.region} "
+            f"({', '.join(not_checked)}): the stack may still leave resources there; nothing "
+            "was deleted. Fix access (credentials, endpoint, IAM) and run it again.",
+            [{"notChecked": not_checked, "found": [vars(leftover) for leftover in leftovers]}],
+        )
     if args.json and not args.delete:
         json.dump([vars(leftover) for leftover in leftovers], sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -79,3 +79,28 @@ def test_gpuc_status_prints_and_marks_nodes_without_a_stack_file(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["instance_type"] for r in rows] == ["p4d.24xlarge"]
     assert rows[0]["noStackFile"] is False
+
+
+def test_status_with_the_endpoint_down_is_an_aws_error_not_an_empty_account():
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 4, done.stderr
+    assert "no gpu-cluster nodes run" not in done.stdout
+    assert "does not answer" in done.stderr

@@ -4,8 +4,12 @@ second sweep finds nothing."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import boto3
 import pytest
+from conftest import ROOT
 from moto import mock_aws
 
 from infra.aws.sweep import Sweeper
@@ -102,9 +106,11 @@ def sweeper(stack: str) -> Sweeper:
 
 
 def sweeper_with_skips(stack: str) -> list[str]:
+    """What this endpoint could not list because it has no such API (moto, never AWS)."""
     probe = sweeper(stack)
     probe.find()
-    return probe.skipped
+    assert probe.skipped == []  # nothing failed that AWS itself could answer
+    return probe.unsupported
 
 
 @mock_aws
@@ -127,7 +133,7 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
         ("log group", "/aws/events/gpu-cluster/train-nodes"),
     }
     assert sum(f.usd_per_hour for f in found) > 21  # the p4d node dominates
-    # moto has no placement-group API: sweep says it could not look, instead of failing
+    # moto has no placement-group API: sweep says this endpoint cannot list it
     assert any(s.startswith("placement groups") for s in sweeper_with_skips("train"))
     assert main(["sweep", "--stack", "train"]) == 0
     out = capsys.readouterr().out
@@ -224,3 +230,60 @@ def test_a_leftover_lustre_file_system_is_found_priced_and_deleted():
         assert found.usd_per_hour == pytest.approx(2400 * 0.29 / 730)
         probe.delete(found)
     stub.assert_no_pending_responses()
+
+
+def _quiet_port() -> tuple[int, object]:
+    """A TCP port that accepts connections and never answers (a black-holed endpoint)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    return listener.getsockname()[1], listener
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("endpoint", ["closed", "silent"])
+def test_sweep_with_the_endpoint_down_fails_and_claims_nothing(endpoint, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    listener = None
+    if endpoint == "closed":
+        port = _closed_port()
+    else:
+        port, listener = _quiet_port()
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "sweep", "--stack", "train", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    elapsed = time.monotonic() - start
+    if listener is not None:
+        listener.close()
+    assert done.returncode == 4, done.stderr
+    assert "nothing tagged" not in done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    (details,) = error["problems"]
+    assert {"groups", "instances"} <= set(details["notChecked"]) and len(
+        details["notChecked"]
+    ) == 15
+    assert elapsed < 60, elapsed  # bounded: not once per kind, not botocore's 60 s waits

@@ -8,14 +8,34 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
 from botocore.parsers import ResponseParserError
 
 from infra.errors import AwsError
 
 __all__ = ["AwsError", "call", "client", "paginate", "translated"]
 
-RETRY_CONFIG = Config(retries={"max_attempts": 8, "mode": "adaptive"})
+# Bounded: botocore waits 60 s to connect and 60 s per read by default, for each attempt; an
+# endpoint that does not answer would hold a command for many minutes. Throttling still gets
+# adaptive retries, within three attempts in all (a dead endpoint fails a call in ~35 s).
+RETRY_CONFIG = Config(
+    connect_timeout=5, read_timeout=10, retries={"total_max_attempts": 3, "mode": "adaptive"}
+)
+UNREACHABLE = "EndpointUnreachable"  # AwsError.code: no AWS call in this region can succeed
+UNREACHABLE_ERRORS = (
+    EndpointConnectionError,
+    ConnectTimeoutError,
+    ReadTimeoutError,
+    ConnectionClosedError,
+)
 
 
 def client(service: str, region: str, session: boto3.Session | None = None) -> Any:
@@ -54,6 +74,9 @@ def translated(service: str, operation: str) -> Iterator[None]:
             f"The caller needs IAM permission '{action}'.",
             code,
         ) from exc
+    except UNREACHABLE_ERRORS as exc:
+        message = f"{action} failed: the endpoint does not answer ({exc})"
+        raise AwsError(message, UNREACHABLE) from exc
     except BotoCoreError as exc:
         raise AwsError(f"{action} failed: {exc}") from exc
     except ResponseParserError as exc:  # not a BotoCoreError: an endpoint that is not AWS's

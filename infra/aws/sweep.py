@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.naming import STACK_TAG
-from infra.aws import call, paginate
+from infra.aws import UNREACHABLE, call, paginate
 from infra.cost.gpu_prices import on_demand_hourly
 from infra.cost.unit_prices import unit_prices
 from infra.errors import AwsError
@@ -22,6 +22,10 @@ class Leftover:
     resource_id: str
     detail: str
     usd_per_hour: float
+
+
+def kind_name(lister: object) -> str:
+    return getattr(lister, "__name__", str(lister)).replace("_", " ")
 
 
 def stack_filter(stack: str) -> list[dict[str, Any]]:
@@ -290,8 +294,9 @@ class Sweeper:
     def find(self) -> list[Leftover]:
         """Everything left, in the order it can be deleted (what uses a thing comes first)."""
         found: list[Leftover] = []
-        self.skipped: list[str] = []
-        for lister in (
+        self.skipped: list[str] = []  # could not be listed: the sweep claims nothing
+        self.unsupported: list[str] = []  # the endpoint (an emulator) has no such API
+        listers = (
             self.groups,
             self.file_systems,
             self.spot_requests,
@@ -307,11 +312,23 @@ class Sweeper:
             self.placement_groups,
             self.security_groups,
             self.log_groups,
-        ):
+        )
+        for position, lister in enumerate(listers):
             try:
                 found += list(lister())
-            except (AwsError, NotImplementedError) as error:  # an endpoint without the API
-                self.skipped.append(f"{lister.__name__.replace('_', ' ')}: {error}")
+            except NotImplementedError as error:  # moto's in-process mock without the API
+                self.unsupported.append(f"{kind_name(lister)}: {error}")
+            except AwsError as error:
+                if error.code == "ResponseParserError":  # an emulator's endpoint, never AWS's
+                    self.unsupported.append(f"{kind_name(lister)}: {error}")
+                    continue
+                self.skipped.append(f"{kind_name(lister)}: {error}")
+                if error.code in (UNREACHABLE, "NoCredentials"):
+                    # no other call can succeed either: say so at once instead of timing out
+                    # once per kind
+                    rest = listers[position + 1 :]
+                    self.skipped += [f"{kind_name(other)}: not tried ({error})" for other in rest]
+                    break
         return found
 
     def delete_all(self, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
