@@ -93,11 +93,29 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return AWS if any(check.status == FAIL for check in checks) else OK
 
 
+def stack_region(stack: str | None, region: str | None) -> str:
+    """The region asked for, else the stack file's aws:region, else us-east-1 (a destroyed
+    stack's file may be gone: then say which region is searched)."""
+    if region:
+        return region
+    if stack:
+        from infra.stack_files import StackFileError, load_stack_config
+
+        try:
+            return load_stack_config(stack).get("aws:region") or "us-east-1"
+        except StackFileError:
+            print(
+                f"no stack file for '{stack}': looking in us-east-1 (--region R)", file=sys.stderr
+            )
+    return "us-east-1"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from infra.aws import client
     from infra.aws.status import list_nodes, orphans
     from infra.stack_files import available_stacks, project_root
 
+    args.region = stack_region(args.stack, args.region)
     nodes = list_nodes(client("ec2", args.region), args.region)
     if args.stack:
         nodes = [n for n in nodes if args.stack in (n.stack, n.cluster)]
@@ -132,6 +150,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from infra.aws.sweep import Sweeper
     from infra.outcome import USAGE
 
+    args.region = stack_region(args.stack, args.region)
     sweeper = Sweeper(
         ec2=client("ec2", args.region),
         autoscaling=client("autoscaling", args.region),
@@ -175,7 +194,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "key are never swept"
     )
     if not args.delete:
-        print("delete them with: gpuc sweep --stack", args.stack, "--delete")
+        print(f"delete them with: gpuc sweep --stack {args.stack} --region {args.region} --delete")
         return OK
     confirmed = args.yes or (
         sys.stdin.isatty() and input("delete all of these? [y/N] ").strip().lower() == "y"
@@ -369,12 +388,12 @@ def parser() -> argparse.ArgumentParser:
     preflight.set_defaults(func=cmd_preflight)
     status = sub.add_parser("status", help="what runs now for this project (needs AWS)")
     status.add_argument("--stack", "-s", help="only this stack (or cluster)")
-    status.add_argument("--region", default="us-east-1")
+    status.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
     sweep = sub.add_parser("sweep", help="what a destroyed stack left behind (needs AWS)")
     sweep.add_argument("--stack", "-s", required=True)
-    sweep.add_argument("--region", default="us-east-1")
+    sweep.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
     sweep.add_argument("--delete", action="store_true", help="delete what is found")
     sweep.add_argument("--yes", action="store_true", help="do not ask before deleting")
     sweep.add_argument("--json", action="store_true")

@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 from moto import mock_aws
 
+from infra import stack_files as cli_stack_files
 from infra.aws.sweep import Sweeper
 from infra.cli import main
 
@@ -137,7 +138,7 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
     assert any(s.startswith("placement groups") for s in sweeper_with_skips("train"))
     assert main(["sweep", "--stack", "train"]) == 0
     out = capsys.readouterr().out
-    assert "never swept" in out and "gpuc sweep --stack train --delete" in out
+    assert "never swept" in out and "gpuc sweep --stack train --region us-east-1 --delete" in out
     assert main(["sweep", "--stack", "train", "--delete"]) == 2  # not confirmed: nothing gone
     assert len(sweeper("train").find()) == len(found)
     assert main(["sweep", "--stack", "train", "--delete", "--yes"]) == 0
@@ -287,3 +288,34 @@ def test_sweep_with_the_endpoint_down_fails_and_claims_nothing(endpoint, tmp_pat
         details["notChecked"]
     ) == 15
     assert elapsed < 60, elapsed  # bounded: not once per kind, not botocore's 60 s waits
+
+
+@mock_aws
+def test_sweep_and_status_look_in_the_stacks_own_region(monkeypatch, capsys):
+    from infra import cli
+
+    real = cli_stack_files.load_stack_config
+    monkeypatch.setattr(
+        "infra.stack_files.load_stack_config",
+        lambda stack, root=None: {"aws:region": "eu-west-1"} if stack == "euro" else real(stack),
+    )
+    ec2 = boto3.client("ec2", region_name="eu-west-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [
+        {"Key": "gpu-cluster:stack", "Value": "euro"},
+        {"Key": "gpu-cluster:name", "Value": "euro"},
+        {"Key": "managed-by", "Value": "gpu-cluster"},
+    ]
+    ec2.run_instances(
+        ImageId=image,
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    assert cli.main(["status", "--stack", "euro"]) == 0
+    assert "g5.xlarge" in capsys.readouterr().out
+    assert cli.main(["sweep", "--stack", "euro"]) == 0
+    out = capsys.readouterr().out
+    assert "in eu-west-1" in out and "--region eu-west-1 --delete" in out
+    assert cli.stack_region("euro", "us-west-2") == "us-west-2"  # --region wins
