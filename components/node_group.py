@@ -39,7 +39,6 @@ from components.naming import child_name, node_name
 from components.nic_layout import nic_layout
 from components.node_events import record_node_events
 from components.purchase import (
-    CapacityBlock,
     CapacityReservation,
     OnDemand,
     Purchase,
@@ -253,8 +252,14 @@ class GpuNodeGroup(pulumi.ComponentResource):
             instance_maintenance_policy=MAINTENANCE_POLICY,
             health_check_type="EC2",
             health_check_grace_period=HEALTH_CHECK_GRACE_SECONDS,
-            # A Capacity Block may start later: do not hold `pulumi up` until it is active.
-            wait_for_capacity_timeout="0" if isinstance(purchase, CapacityBlock) else None,
+            # Never wait for capacity (terraform-provider-aws resourceGroupCreate/Update wait up
+            # to wait_for_capacity_timeout, 10m by default, and fail the step on any failed
+            # scaling activity: InsufficientInstanceCapacity, a spot shortfall, a vCPU limit).
+            # A failed step makes the engine skip everything after it - the idle stop,
+            # schedules, expiry and node-event rules - while the group keeps launching GPUs.
+            # "0" skips the wait: `pulumi up` ends with every cost control in place, and the
+            # group keeps trying; a Capacity Block may start later anyway.
+            wait_for_capacity_timeout="0",
             tags=[
                 {"key": key, "value": value, "propagate_at_launch": True}
                 for key, value in sorted(tags.items())

@@ -184,10 +184,19 @@ def test_switching_purchase_option_changes_only_how_nodes_are_bought(train_plan,
     plan = planned(train_with(**extra))
     base = {r.name for r in train_plan.resources}
     assert {"train-nodes-group", "train-nodes-launch-template"} <= {r.name for r in plan.resources}
-    untouched = [r for r in train_plan.resources if not r.name.startswith("train-nodes")]
+    prepaid = extra["purchaseOption"] != "spot"  # paid whether the nodes run or not
+    idle = {"train-cost-idle-scale-to-zero", "train-cost-idle-stop"}
+    untouched = [
+        r
+        for r in train_plan.resources
+        if not r.name.startswith("train-nodes") and not (prepaid and r.name in idle)
+    ]
     for resource in untouched:
         assert plan.named(resource.name).inputs == resource.inputs, resource.name
-    assert base - {r.name for r in plan.resources} <= {"train-nodes-placement"}
+    gone = base - {r.name for r in plan.resources}
+    assert gone <= {"train-nodes-placement"} | (idle if prepaid else set())
+    # stopping prepaid nodes saves nothing and gives up the nodes and their NVMe
+    assert (gone >= idle) is prepaid
 
 
 def test_new_template_versions_reach_nodes_launched_afterwards(monkeypatch):
@@ -392,3 +401,21 @@ def test_buying_nodes_another_way_replaces_them_but_spot_settings_apply_in_place
     assert only(tuned, GROUP).replacement_trigger == spot_trigger
     block = planned(train_with(**BLOCK))
     assert only(block, GROUP).replacement_trigger.endswith(f"/capacity-block:{BLOCK_ID}")
+
+
+def test_a_failed_launch_never_fails_pulumi_up_before_the_cost_controls(train_plan):
+    """The provider waits for capacity (10 min by default) and fails the step on any failed
+    scaling activity; the engine then never creates what follows (idle stop, schedules)."""
+    (group,) = train_plan.of_type(GROUP)
+    assert group.inputs["waitForCapacityTimeout"] == "0"
+
+
+def test_prepaid_capacity_keeps_its_idle_stop_only_when_asked():
+    asked = planned(
+        train_with(
+            purchaseOption="capacity-reservation",
+            capacityReservation={"create": True},
+            idleStop={"minutes": 30},
+        )
+    )
+    assert "train-cost-idle-stop" in {r.name for r in asked.resources}

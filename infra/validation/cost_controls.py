@@ -59,6 +59,16 @@ def check_cost_controls(
     return CostControls(idle, schedule, expires, budget, tuple(spec.alert_emails)), problems
 
 
+def prepaid(spec: StackSpec) -> bool:
+    """Capacity paid for whether nodes run or not (a Capacity Block, a reservation this stack
+    creates): stopping idle nodes saves nothing and gives up the nodes and their NVMe, so the
+    idle stop is off unless the stack turns it on."""
+    created = spec.capacity_reservation is not None and spec.capacity_reservation.create
+    return spec.purchase_option == "capacity-block" or (
+        spec.purchase_option == "capacity-reservation" and bool(created)
+    )
+
+
 def _idle(spec: StackSpec, single_box: bool, problems: list[Problem]) -> IdleStop | None:
     default = DEV_IDLE if single_box else CLUSTER_IDLE
     settings = spec.idle_stop
@@ -75,7 +85,7 @@ def _idle(spec: StackSpec, single_box: bool, problems: list[Problem]) -> IdleSto
             )
         return None
     if settings is None:
-        return default
+        return None if prepaid(spec) else default
     if not settings.enabled:
         return None
     minutes = settings.minutes if settings.minutes is not None else default.minutes
