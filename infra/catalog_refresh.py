@@ -72,6 +72,19 @@ def describe_zone_ids(ec2: Any) -> dict[str, str]:
     }
 
 
+def merged_catalog(old: Catalog, new: Catalog) -> Catalog:
+    """The refreshed regions replace theirs; every other region stays as it was (a refresh of
+    one region must not drop the others, whose stacks would stop validating)."""
+    kept = sorted(set(old.offerings) - set(new.offerings))
+    source = new.source + (f"; {', '.join(kept)} from the earlier snapshot" if kept else "")
+    return Catalog(
+        instance_types={**old.instance_types, **new.instance_types},
+        offerings={**old.offerings, **new.offerings},
+        source=source,
+        zone_ids={**old.zone_ids, **new.zone_ids},
+    )
+
+
 def write_catalog(catalog: Catalog, path: Path = CATALOG_PATH) -> Path:
     """Write the catalog as stable, sorted JSON (diff-friendly)."""
     path.write_text(json.dumps(catalog.to_json(), indent=1, sort_keys=True) + "\n")

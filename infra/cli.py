@@ -63,11 +63,17 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog_refresh(args: argparse.Namespace) -> int:
-    from components.catalog import CATALOG_PATH
-    from infra.catalog_refresh import DEFAULT_REGIONS, fetch_catalog, write_catalog
+    from components.catalog import CATALOG_PATH, Catalog
+    from infra.catalog_refresh import DEFAULT_REGIONS, fetch_catalog, merged_catalog, write_catalog
 
-    catalog = fetch_catalog(args.region or DEFAULT_REGIONS)
-    path = write_catalog(catalog, args.output or CATALOG_PATH)
+    path = args.output or CATALOG_PATH
+    fresh = fetch_catalog(args.region or DEFAULT_REGIONS)
+    catalog = (
+        merged_catalog(Catalog.from_json(json.loads(path.read_text())), fresh)
+        if path.is_file()
+        else fresh
+    )
+    path = write_catalog(catalog, path)
     print(
         f"wrote {len(catalog.instance_types)} GPU instance types for "
         f"{len(catalog.offerings)} regions to {path}"
@@ -302,7 +308,7 @@ def cmd_block_purchase(args: argparse.Namespace) -> int:
 
 
 def cmd_prices_refresh(args: argparse.Namespace) -> int:
-    from infra.aws.price_refresh import fetch_prices, write_prices
+    from infra.aws.price_refresh import fetch_prices, merged_price_rows, write_prices
     from infra.catalog_refresh import DEFAULT_REGIONS
     from infra.cost.gpu_prices import META_PATH, PRICES_PATH
     from infra.errors import AwsError
@@ -316,7 +322,8 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
         raise CommandError(AWS, "AWS returned no prices; the snapshot was kept unchanged.")
     prices = args.output or PRICES_PATH
     meta = args.output.with_suffix(".meta.json") if args.output else META_PATH
-    write_prices(rows, regions, prices, meta)
+    rows, kept = merged_price_rows(prices, rows, regions)
+    write_prices(rows, regions, prices, meta, kept_regions=kept)
     print(f"wrote {len(rows)} price rows for {len(regions)} regions to {prices}")
     return OK
 

@@ -297,3 +297,27 @@ def test_a_bad_region_is_an_aws_error_not_a_traceback(capsys):
     assert main(["prices", "refresh", "--region", "bad region!"]) == AWS
     err = capsys.readouterr().err
     assert "bad region!" in err and "kept unchanged" in err
+
+
+def test_refreshing_one_regions_prices_keeps_the_others(tmp_path):
+    from infra.cost.gpu_prices import PRICES_PATH
+
+    snapshot = tmp_path / "prices.csv"
+    snapshot.write_text(PRICES_PATH.read_text())
+    fresh = [
+        {**row, "on_demand_usd_per_hour": "1.0"}
+        for row in price_refresh.merged_price_rows(snapshot, [], [])[0]
+        if row["region"] == "us-west-2"
+    ]
+    rows, kept = price_refresh.merged_price_rows(snapshot, fresh, ["us-west-2"])
+    meta = tmp_path / "prices.meta.json"
+    price_refresh.write_prices(rows, ["us-west-2"], snapshot, meta, kept_regions=kept)
+    table = read_price_table(snapshot, meta)
+    bundled = read_price_table()
+    assert table.on_demand[("us-west-2", "p4d.24xlarge")] == 1.0
+    assert (
+        table.on_demand[("us-east-1", "p4d.24xlarge")]
+        == bundled.on_demand[("us-east-1", "p4d.24xlarge")]
+    )
+    assert "us-east-1" in kept and "us-west-2" not in kept
+    assert "earlier snapshot" in table.source

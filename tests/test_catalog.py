@@ -133,3 +133,15 @@ def test_catalog_list_filters_sorts_by_price_and_aligns(capsys):
     assert main(["catalog", "list", "--region", "us-east-9"]) == INPUT
     assert "did you mean 'us-east-2'?" in capsys.readouterr().err
     assert main(["catalog", "list", "--gpu", "A1000"]) == INPUT
+
+
+def test_refreshing_one_region_keeps_every_other_region(tmp_path, capsys):
+    out = tmp_path / "catalog.json"
+    out.write_text(CATALOG_PATH.read_text())  # the bundled snapshot, as a refresh would find it
+    with mock_aws():
+        assert main(["catalog", "refresh", "--region", "us-west-2", "--output", str(out)]) == 0
+    written = Catalog.from_json(json.loads(out.read_text()))
+    bundled = load_catalog()
+    assert set(written.offerings) == set(bundled.offerings)  # no region dropped
+    assert written.offerings["us-east-1"] == bundled.offerings["us-east-1"]
+    assert "us-east-1" in written.source and "earlier snapshot" in written.source

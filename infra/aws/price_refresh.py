@@ -135,12 +135,28 @@ def fetch_prices(
     return sorted(rows, key=lambda r: (r["instance_type"], r["region"], r["availability_zone_id"]))
 
 
+def merged_price_rows(
+    path: Path, fresh: list[dict[str, str]], regions: list[str]
+) -> tuple[list[dict[str, str]], list[str]]:
+    """The refreshed regions' rows, and the snapshot's rows of every other region (a refresh
+    of one region keeps the others priced); also the regions kept."""
+    old: list[dict[str, str]] = []
+    if path.is_file():
+        with path.open(newline="") as handle:
+            old = [row for row in csv.DictReader(handle) if row.get("region") not in regions]
+    rows = sorted(
+        [*old, *fresh], key=lambda r: (r["instance_type"], r["region"], r["availability_zone_id"])
+    )
+    return rows, sorted({row["region"] for row in old})
+
+
 def write_prices(
     rows: list[dict[str, str]],
     regions: list[str],
     path: Path = PRICES_PATH,
     meta_path: Path = META_PATH,
     today: str | None = None,
+    kept_regions: list[str] | None = None,
 ) -> None:
     """Replace the snapshot atomically, with its source and date."""
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, newline="") as handle:
@@ -150,7 +166,8 @@ def write_prices(
     os.replace(handle.name, path)
     meta = {
         "source": "AWS Price List API (pricing:GetProducts, Linux, shared tenancy) and "
-        f"ec2:DescribeSpotPriceHistory (Linux/UNIX, latest per AZ) for {', '.join(regions)}",
+        f"ec2:DescribeSpotPriceHistory (Linux/UNIX, latest per AZ) for {', '.join(regions)}"
+        + (f"; {', '.join(kept_regions)} from the earlier snapshot" if kept_regions else ""),
         "date": today or datetime.now(UTC).date().isoformat(),
     }
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
