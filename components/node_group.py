@@ -88,6 +88,12 @@ class GpuNodeGroupArgs:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+# terraform-provider-aws gives a group 10 minutes to update and to delete (draining it: every
+# instance terminated first); a large GPU group can take longer, and a timeout in the middle of
+# a replacement leaves the old group, placement group and subnet behind.
+GROUP_TIMEOUTS = pulumi.CustomTimeouts(create="30m", update="45m", delete="45m")
+
+
 class GpuNodeGroup(pulumi.ComponentResource):
     placement_group: aws.ec2.PlacementGroup | None
     reservation: aws.ec2.CapacityReservation | None
@@ -264,7 +270,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 {"key": key, "value": value, "propagate_at_launch": True}
                 for key, value in sorted(tags.items())
             ],
-            opts=opts,
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(custom_timeouts=GROUP_TIMEOUTS)
+            ),
         )
 
     def _single_instance(

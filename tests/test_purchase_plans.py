@@ -419,3 +419,9 @@ def test_prepaid_capacity_keeps_its_idle_stop_only_when_asked():
         )
     )
     assert "train-cost-idle-stop" in {r.name for r in asked.resources}
+
+
+def test_the_group_has_time_to_drain_a_large_cluster(train_plan):
+    """The provider's 10-minute update and delete timeouts can cut a replacement in half."""
+    (group,) = train_plan.of_type(GROUP)
+    assert group.custom_timeouts == {"create": "30m", "update": "45m", "delete": "45m"}

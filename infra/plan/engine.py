@@ -48,6 +48,7 @@ class PlannedResource:
     replacement_trigger: Any = None
     delete_before_replace: bool = False
     property_dependencies: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    custom_timeouts: dict[str, str] = field(default_factory=dict)  # create/update/delete
 
 
 @dataclass
@@ -139,6 +140,11 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
                 ignore_changes=tuple(request.ignoreChanges),
+                custom_timeouts={
+                    step: getattr(request.customTimeouts, step)
+                    for step in ("create", "update", "delete")
+                    if request.HasField("customTimeouts") and getattr(request.customTimeouts, step)
+                },
                 delete_before_replace=bool(request.deleteBeforeReplace),
                 property_dependencies={  # sorted: arrival order varies from run to run
                     key: tuple(sorted(deps.urns))
