@@ -82,16 +82,24 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from infra.aws.preflight import FAIL, Clients, run_preflight
-    from infra.outcome import load_cluster_spec
+    from infra.aws.preflight import FAIL, Clients, run_data_preflight, run_preflight
+    from infra.outcome import load_stack_spec
+    from infra.validation import ResolvedCluster, ResolvedData
 
-    spec = load_cluster_spec(args.stack)
-    checks = run_preflight(spec, Clients.for_region(spec.region))
+    spec = load_stack_spec(args.stack)
+    if isinstance(spec, ResolvedData):  # the storage stack: its credentials and bucket name
+        checks = run_data_preflight(spec, Clients.for_region(spec.region))
+        where = spec.region
+    elif isinstance(spec, ResolvedCluster):
+        checks = run_preflight(spec, Clients.for_region(spec.region))
+        where = f"{spec.region}, {spec.availability_zone}"
+    else:
+        raise CommandError(INPUT, f"stack '{args.stack}' has nothing preflight can check")
     if args.json:
         json.dump([vars(check) for check in checks], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(f"Preflight for stack '{args.stack}' ({spec.region}, {spec.availability_zone}):")
+        print(f"Preflight for stack '{args.stack}' ({where}):")
         for check in checks:
             print(f"  {check.status.upper():<5} {check.name:<18} {check.detail}")
             if check.fix and check.status != "pass":

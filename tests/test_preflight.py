@@ -335,3 +335,22 @@ def test_a_reservation_that_does_not_fit_fails_preflight():
     assert check.status == FAIL
     assert check.detail == "the capacity reservation cr-0123456789abcdef0 holds 2 instances"
     assert check.fix == "pulumi config set nodes 2"
+
+
+def test_preflight_checks_what_a_data_stack_can_get_wrong(capsys):
+    from moto import mock_aws
+
+    from infra.cli import main
+
+    with mock_aws():
+        assert main(["preflight", "--stack", "data", "--json"]) == 0
+        checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
+        assert checks["credentials"]["status"] == "pass"
+        bucket = checks["bucket name"]
+        assert bucket["status"] == "pass" and "is free" in bucket["detail"]
+        name = bucket["detail"].split()[0]
+        assert name == "gpuc-data-123456789012-us-east-1"
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+        assert main(["preflight", "--stack", "data"]) == 0
+        out = capsys.readouterr().out
+        assert "already exists in this account" in out and "pulumi import" in out

@@ -17,7 +17,7 @@ from components.purchase import CapacityBlock, CapacityReservation, Spot
 from components.quotas import on_demand_quota, spot_quota
 from infra.aws import call, client, paginate
 from infra.errors import AwsError
-from infra.validation import ResolvedCluster
+from infra.validation import ResolvedCluster, ResolvedData
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 # Service Quotas codes of the EC2 vCPU quotas (service code ec2)
@@ -320,7 +320,13 @@ def check_dry_run(spec: ResolvedCluster, aws: Clients, image_id: str | None) -> 
 def check_bucket(spec: ResolvedCluster, aws: Clients, account: str | None) -> Check | None:
     if spec.storage.source != "create":
         return None
-    name = spec.storage.bucket or f"gpuc-{spec.name}-{account}-{spec.region}"
+    return bucket_name_check(
+        spec.storage.bucket or f"gpuc-{spec.name}-{account}-{spec.region}", aws
+    )
+
+
+def bucket_name_check(name: str, aws: Clients, owned_note: str = "") -> Check:
+    """Is the bucket name free (S3 names are global), taken elsewhere, or this account's?"""
     try:
         aws.s3.head_bucket(Bucket=name)
     except Exception as error:
@@ -335,7 +341,27 @@ def check_bucket(spec: ResolvedCluster, aws: Clients, account: str | None) -> Ch
                 "pulumi config set --path storage.bucket <another globally unique name>",
             )
         return Check("bucket name", WARN, f"could not check {name}: {status or error}")
+    if owned_note:
+        return Check("bucket name", WARN, f"{name} already exists in this account", owned_note)
     return Check("bucket name", PASS, f"{name} exists and is this account's")
+
+
+def run_data_preflight(spec: ResolvedData, aws: Clients) -> list[Check]:
+    """What a data stack can get wrong before `pulumi up`: credentials and its bucket name."""
+    try:
+        identity = check_credentials(spec, aws)
+    except AwsError as error:
+        return [Check("credentials", FAIL, str(error))]
+    name = spec.bucket or f"gpuc-{spec.name}-{identity.value}-{spec.region}"
+    note = (
+        "fine if this stack created it; otherwise adopt it (pulumi import) or set "
+        "`pulumi config set --path storage.bucket <another name>`"
+    )
+    try:
+        bucket = bucket_name_check(name, aws, owned_note=note)
+    except AwsError as error:
+        bucket = Check("bucket name", FAIL, str(error))
+    return [identity, bucket]
 
 
 def run_preflight(
