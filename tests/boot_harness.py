@@ -123,8 +123,15 @@ harness = os.environ["HARNESS"]
 args = sys.argv[1:]
 with open(os.path.join(harness, "aws-calls.jsonl"), "a") as calls:
     calls.write(json.dumps(args) + "\n")
-table = json.load(open(os.path.join(harness, "aws.json")))
+path = os.path.join(harness, "aws.json")
+table = json.load(open(path))
 line = " ".join(args)
+for needle, left in table.get("flaky", {}).items():  # fails that many times, then answers
+    if needle in line and left > 0:
+        table["flaky"][needle] = left - 1
+        json.dump(table, open(path, "w"))
+        sys.stderr.write("\nCould not connect to the endpoint URL\n")
+        sys.exit(255)
 for needle in table.get("down", []):
     if needle in line:
         sys.stderr.write(
@@ -267,10 +274,11 @@ class BootNode:
     def apt(self) -> dict[str, Any]:
         return json.loads(self.apt_state.read_text())
 
-    def answer_aws(self, answers: list[tuple[str, str]] | None = None, down=()) -> None:
+    def answer_aws(self, answers: list[tuple[str, str]] | None = None, down=(), flaky=None) -> None:
         """The aws stub: the first answer whose text is in the command line; `down`: calls
-        containing these texts fail as with no route to the endpoint."""
-        table = {"answers": answers or [], "down": list(down)}
+        containing these texts fail as with no route to the endpoint; `flaky`: {text: n}
+        calls fail n times, then answer."""
+        table = {"answers": answers or [], "down": list(down), "flaky": dict(flaky or {})}
         (self.harness / "aws.json").write_text(json.dumps(table))
 
     def unreachable(self, *urls: str) -> None:

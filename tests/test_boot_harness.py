@@ -166,6 +166,15 @@ def test_a_failed_ec2_lookup_keeps_the_last_good_torchrun_env(make_node):
     assert node.read("/etc/gpu-cluster/torchrun.env") == good
 
 
+def test_the_first_boot_wait_rides_out_a_transient_ec2_failure(make_node):
+    node = make_node()
+    node.install_only()
+    node.answer_aws(ONE_NODE, flaky={"Name=instance-state-name": 2})
+    result = node.step("gpu-cluster-nodes", "--wait")
+    assert result.returncode == 0, result.stderr
+    assert node.env_file("/etc/gpu-cluster/torchrun.env")["MASTER_ADDR"] == "10.42.0.30"
+
+
 def test_not_in_a_group_is_a_cluster_of_one_but_a_failed_lookup_is_not(make_node):
     node = make_node(
         aws=[

@@ -49,17 +49,21 @@ ATTEMPTS=1
 exec 9>"$RUN/nodes.lock"
 flock -w 300 9 || give_up "another run holds $RUN/nodes.lock"
 listed() { awk -v self="$SELF" '$3 == self' <<<"$NODES" | grep -q .; }
+NODES=""
 for attempt in $(seq 1 "$ATTEMPTS"); do
-  NODES=$(list_nodes) || give_up "could not list the cluster's nodes from EC2"
-  listed && [ "$(grep -c . <<<"$NODES")" -ge "$NODE_COUNT" ] && break
+  # while waiting, a failed listing is tried again; the last try must succeed
+  if NODES=$(list_nodes); then
+    listed && [ "$(grep -c . <<<"$NODES")" -ge "$NODE_COUNT" ] && break
+  elif [ "$attempt" -eq "$ATTEMPTS" ]; then
+    give_up "could not list the cluster's nodes from EC2"
+  fi
   [ "$attempt" -lt "$ATTEMPTS" ] && sleep "${GPUC_POLL_SECONDS:-5}"
 done
 listed || give_up "EC2 does not list this node ($SELF) yet"
 NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' <<<"$NODES")
 MASTER_ADDR=$(awk '$1 == 0 {print $2}' <<<"$NODES")
 [ -n "$MASTER_ADDR" ] || give_up "no address for the first node"
-# MIN:MAX for torchrun --nnodes: the job starts with the nodes there are and takes more
-NNODES=$NODE_COUNT
+NNODES=$NODE_COUNT  # the group's desired size; a node in no group counts whoever is listed
 [ "$NNODES" -gt 0 ] || NNODES=$(grep -c . <<<"$NODES")
 nodes_tmp=$(mktemp "$ETC/nodes.XXXXXX") && env_tmp=$(mktemp "$ETC/torchrun.env.XXXXXX") \
   || give_up "cannot write in $ETC"
