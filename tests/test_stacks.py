@@ -141,7 +141,7 @@ def test_train_plan_shows_what_each_node_gets():
     assert "EFA interfaces per node: 4" in out
     assert "Per node: NVMe scratch 8 x 1000 GB NVMe (RAID0" in out
     assert "Data: s3://gpuc-data-123456789012-us-east-1 read-only at /mnt/data" in out
-    assert "Health check at boot: instance tag gpu-cluster:health" in out
+    assert "Health check at boot and every minute: instance tag gpu-cluster:health" in out
     assert "NCCL test: `pulumi stack output ncclTestCommand`" in out and "~50 GB/s" in out
 
 

@@ -148,7 +148,7 @@ def text_tree(plan: Plan) -> str:
         lines.append(f"Data: {outputs['dataPath']}")
         if "lustre" in outputs:
             lines.append(f"FSx for Lustre: {outputs['lustre']}")
-        lines.append(f"Health check at boot: {outputs['healthCheck']}")
+        lines.append(f"Health check at boot and every minute: {outputs['healthCheck']}")
     if "ncclTestCommand" in outputs:
         lines.append(
             "NCCL test: `pulumi stack output ncclTestCommand` (all-reduce bus bandwidth; the "
