@@ -77,6 +77,8 @@ class CostControls:
     expires_at: datetime | None = None  # UTC
     budget: Budget | None = None
     alert_emails: tuple[str, ...] = ()
+    # why the nodes stop at expires_at: the stack's expiresAt, or the end of its Capacity Block
+    expiry_reason: str = "expiresAt"
 
     @property
     def alerts(self) -> bool:

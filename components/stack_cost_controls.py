@@ -207,7 +207,7 @@ class StackCostControls(pulumi.ComponentResource):
             schedule("schedule-stop", s.cron(s.stop), s.timezone, stop, f"stop at {s.stop}")
         if controls.expires_at:
             moment = controls.expires_at
-            schedule("expiry-stop", at_expression(moment), "UTC", stop, "maximum lifetime reached")
+            schedule("expiry-stop", at_expression(moment), "UTC", stop, controls.expiry_reason)
             if self.topic is not None:
                 warning = moment - WARNING_BEFORE_EXPIRY
                 aws.scheduler.Schedule(
@@ -223,8 +223,12 @@ class StackCostControls(pulumi.ComponentResource):
                             {
                                 "stack": a.stack,
                                 "message": f"gpu-cluster {a.stack}: nodes stop at "
-                                f"{moment:%Y-%m-%d %H:%M} UTC (expiresAt); set a later "
-                                "expiresAt and run pulumi up to keep them",
+                                f"{moment:%Y-%m-%d %H:%M} UTC ({controls.expiry_reason}); "
+                                + (
+                                    "set a later expiresAt and run pulumi up to keep them"
+                                    if controls.expiry_reason == "expiresAt"
+                                    else "checkpoint now"
+                                ),
                             }
                         ),
                     },

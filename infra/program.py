@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, timedelta
 
 import pulumi
 import pulumi_aws as aws
@@ -281,7 +283,33 @@ def describe_live(reservation_id: str, region: str) -> ReservationFacts:
 live_lookup: ReservationLookup | None = describe_live
 
 
-def check_reservation(spec: ResolvedCluster, lookup: ReservationLookup | None) -> None:
+# EC2 User Guide, "Capacity Blocks for ML": instances in a block are terminated when it ends;
+# Auto Scaling users should scale in at least 30 minutes before the end time.
+BLOCK_END_MARGIN = timedelta(minutes=30)
+
+
+def with_block_end(spec: ResolvedCluster, facts: ReservationFacts | None) -> ResolvedCluster:
+    """A Capacity Block's end becomes the stack's expiry (the group scales to 0 30 minutes
+    before it, the alert topic is warned an hour before that), unless expiresAt is earlier."""
+    if not isinstance(spec.purchase, CapacityBlock) or facts is None or facts.end_date is None:
+        return spec
+    end = facts.end_date.astimezone(UTC)
+    stop = end - BLOCK_END_MARGIN
+    controls = spec.cost_controls
+    if controls.expires_at is not None and controls.expires_at <= stop:
+        return spec
+    reason = f"Capacity Block {facts.reservation_id} ends {end:%Y-%m-%d %H:%M} UTC"
+    pulumi.log.warn(
+        f"{reason}: the group scales to 0 at {stop:%Y-%m-%d %H:%M} UTC, 30 minutes before, as "
+        "AWS asks (after the end the group would retry launches forever)"
+    )
+    stopped = replace(controls, expires_at=stop, expiry_reason=reason)
+    return replace(spec, cost_controls=stopped)
+
+
+def check_reservation(
+    spec: ResolvedCluster, lookup: ReservationLookup | None
+) -> ReservationFacts | None:
     """Match a targeted reservation or block against the group (type, zone, size, state), as
     ParallelCluster does; with no access to EC2, warn and let AWS decide at launch."""
     purchase = spec.purchase
@@ -290,9 +318,9 @@ def check_reservation(spec: ResolvedCluster, lookup: ReservationLookup | None) -
     elif isinstance(purchase, CapacityReservation) and purchase.reservation_id:
         reservation_id, field = purchase.reservation_id, "capacityReservation.id"
     else:
-        return
+        return None
     if lookup is None:
-        return
+        return None
     try:
         facts = lookup(reservation_id, spec.region)
     except AwsError as error:
@@ -310,12 +338,13 @@ def check_reservation(spec: ResolvedCluster, lookup: ReservationLookup | None) -
                 ],
             ) from None
         pulumi.log.warn(f"could not check {field} {reservation_id}: {error}")
-        return
+        return None
     problems = check_live_reservation(
         purchase, facts, spec.facts.instance_type, spec.availability_zone, spec.node_count
     )
     if problems:
         raise ConfigError(spec.stack, problems)
+    return facts
 
 
 def main() -> None:
@@ -323,7 +352,7 @@ def main() -> None:
     if isinstance(spec, ResolvedData):
         deploy_data(spec)
     else:
-        check_reservation(spec, live_lookup)
+        spec = with_block_end(spec, check_reservation(spec, live_lookup))
         if spec.inference is not None:
             deploy_inference(spec)
         else:

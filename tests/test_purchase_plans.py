@@ -425,3 +425,31 @@ def test_the_group_has_time_to_drain_a_large_cluster(train_plan):
     """The provider's 10-minute update and delete timeouts can cut a replacement in half."""
     (group,) = train_plan.of_type(GROUP)
     assert group.custom_timeouts == {"create": "30m", "update": "45m", "delete": "45m"}
+
+
+def test_the_group_scales_in_30_minutes_before_its_capacity_block_ends():
+    """AWS terminates a block's instances at its end and asks Auto Scaling users to scale in
+    30 minutes before; after the end the group would retry launches forever."""
+    from datetime import UTC, datetime, timedelta
+
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
+    plan = run_plan("train", train_with(**BLOCK), reservation_lookup=lambda *_: facts(end_date=end))
+    assert plan.error is None, plan.error
+    schedules = {s.name: s.inputs for s in plan.of_type("aws:scheduler/schedule:Schedule")}
+    stop = end - timedelta(minutes=30)
+    expiry = schedules["train-cost-expiry-stop"]
+    assert expiry["scheduleExpression"] == f"at({stop:%Y-%m-%dT%H:%M:%S})"
+    assert json.loads(expiry["target"]["input"])["DesiredCapacity"] == 0
+    warning = schedules["train-cost-expiry-warning"]
+    assert warning["scheduleExpression"] == f"at({stop - timedelta(hours=1):%Y-%m-%dT%H:%M:%S})"
+    assert "Capacity Block" in json.loads(warning["target"]["input"])["message"]
+    # an earlier expiresAt stays the stop
+    soon = (datetime.now(UTC) + timedelta(days=1)).replace(second=0, microsecond=0)
+    config = {**train_with(**BLOCK), "gpu-cluster:expiresAt": f"{soon:%Y-%m-%dT%H:%M:%SZ}"}
+    earlier = run_plan("train", config, reservation_lookup=lambda *_: facts(end_date=end))
+    (stop_at,) = [
+        s.inputs["scheduleExpression"]
+        for s in earlier.of_type("aws:scheduler/schedule:Schedule")
+        if s.name.endswith("expiry-stop")
+    ]
+    assert stop_at == f"at({soon:%Y-%m-%dT%H:%M:%S})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -238,11 +238,18 @@ def check_reservation(spec: ResolvedCluster, aws: Clients) -> Check | None:
     )
     if problems:
         return Check("reservation", FAIL, "; ".join(p.problem for p in problems), problems[0].fix)
+    ends = ""
+    if isinstance(purchase, CapacityBlock) and facts.end_date is not None:
+        end = facts.end_date.astimezone(UTC)
+        ends = (
+            f"; ends {end:%Y-%m-%d %H:%M} UTC: the group scales to 0 at "
+            f"{end - timedelta(minutes=30):%H:%M} UTC"
+        )
     return Check(
         "reservation",
         PASS,
         f"{reservation_id}: {facts.total_instances} x {facts.instance_type} in "
-        f"{facts.availability_zone}, {facts.state}",
+        f"{facts.availability_zone}, {facts.state}{ends}",
     )
 
 
