@@ -10,7 +10,7 @@ import base64
 import binascii
 import gzip
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # EC2 User Guide, "Work with instance user data": "User data is limited to 16 KB, in raw form,
 # before it is base64-encoded." CreateLaunchTemplate/RunInstances refuse more.
@@ -352,16 +352,11 @@ def check(limit: Limit, value: str) -> Violation | None:
     if size > limit.maximum:
         return found
     if size < limit.minimum:
-        why = f"{size} {limit.unit}; AWS needs at least {limit.minimum}"
-        return Violation(**{**_fields(found), "why": why})
+        return replace(found, why=f"{size} {limit.unit}; AWS needs at least {limit.minimum}")
     if limit.pattern and not re.fullmatch(limit.pattern, value):
         why = f"{value!r} has characters AWS refuses; allowed: {limit.allowed}"
-        return Violation(**{**_fields(found), "why": why})
+        return replace(found, why=why)
     return None
-
-
-def _fields(violation: Violation) -> dict:
-    return {name: getattr(violation, name) for name in Violation.__slots__}
 
 
 def tag_pairs(tags: object) -> list[tuple[str, str]]:

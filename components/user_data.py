@@ -97,9 +97,12 @@ def install_file(path: str, text: str) -> str:
     return f"cat > \"$R{path}\" <<'SCRIPT'\n{text.rstrip(chr(10))}\nSCRIPT"
 
 
-def step_block(step: BootStep, constants: dict[str, str]) -> str:
+CONSTANTS = {"CLUSTER_TAG": CLUSTER_TAG, "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT)}
+
+
+def step_block(step: BootStep) -> str:
     """Install the step's script and unit (enabled, not started)."""
-    script = fill(boot_script(step.script), constants) if constants else boot_script(step.script)
+    script = fill(boot_script(step.script), CONSTANTS)
     call = [step.name, step.description, step.after, step.wants, step.options, step.arguments]
     while call[-1] == "":
         call.pop()
@@ -119,6 +122,18 @@ def start_lines(steps: list[BootStep], first: tuple[str, ...] = (), last: tuple[
         for step in steps
     ]
     return "\n".join(["systemctl daemon-reload", *first, *starts, *last])
+
+
+def node_env(cluster: str, region: str, gpus: int, nvme_disks: int, bucket: str) -> dict:
+    """cluster.env's keys every node has (training and inference), shell-quoted."""
+    return {
+        "CLUSTER": shlex.quote(cluster),
+        "REGION": shlex.quote(region),
+        "GPUS_PER_NODE": str(gpus),
+        "NVME_DISKS": str(nvme_disks),
+        "DATA_BUCKET": shlex.quote(bucket),
+        "SCRATCH": shlex.quote(SCRATCH_MOUNT),
+    }
 
 
 def env_lines(values: dict[str, str]) -> str:
@@ -214,13 +229,10 @@ def cluster_steps(boot: BootConfig) -> list[BootStep]:
 def render_user_data(boot: BootConfig) -> str:
     """The bash cloud-init script of a training node; every string value is shell-quoted."""
     env = {
-        "CLUSTER": shlex.quote(boot.cluster),
-        "REGION": shlex.quote(boot.region),
-        "GPUS_PER_NODE": str(boot.gpus_per_node),
-        "NVME_DISKS": str(boot.nvme_disk_count),
+        **node_env(
+            boot.cluster, boot.region, boot.gpus_per_node, boot.nvme_disk_count, boot.bucket
+        ),
         "EFA_INTERFACES": str(boot.efa_interfaces),
-        "DATA_BUCKET": shlex.quote(boot.bucket),
-        "SCRATCH": shlex.quote(SCRATCH_MOUNT),
         "DATA_MOUNT": shlex.quote(DATA_MOUNT),
         "LUSTRE_MOUNT": shlex.quote(LUSTRE_MOUNT),
         "LUSTRE_TARGET": shlex.quote(boot.lustre_target),
@@ -233,9 +245,8 @@ def render_user_data(boot: BootConfig) -> str:
         "SECRETS_PATH": shlex.quote(boot.secrets_path),
         "JOB_USER": JOB_USER,
     }
-    constants = {"CLUSTER_TAG": CLUSTER_TAG, "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT)}
     steps = cluster_steps(boot)
-    installs = [step_block(step, constants) for step in steps]
+    installs = [step_block(step) for step in steps]
     installs.append(
         install_file(
             "/usr/local/lib/gpu-cluster/allreduce_bench.py", boot_script("allreduce_bench.py")
@@ -281,13 +292,10 @@ class ServingBoot:
 def render_serving_user_data(boot: ServingBoot) -> str:
     """The inference node's cloud-init script; every string value is shell-quoted."""
     env = {
-        "CLUSTER": shlex.quote(boot.cluster),
-        "REGION": shlex.quote(boot.region),
-        "GPUS_PER_NODE": str(boot.gpus_per_node),
-        "NVME_DISKS": str(boot.nvme_disk_count),
+        **node_env(
+            boot.cluster, boot.region, boot.gpus_per_node, boot.nvme_disk_count, boot.bucket
+        ),
         "EFA_INTERFACES": "0",
-        "DATA_BUCKET": shlex.quote(boot.bucket),
-        "SCRATCH": shlex.quote(SCRATCH_MOUNT),
         "NVSWITCH": "false",
         "EXPECTED_BUSBW_GBPS": "0",
         "SECRETS_PATH": "''",
@@ -314,7 +322,7 @@ def render_serving_user_data(boot: ServingBoot) -> str:
             "gpu-cluster-scratch.service docker.service network-online.target",
         ),
     ]
-    return assemble(env, [step_block(step, {}) for step in steps], start_lines(steps))
+    return assemble(env, [step_block(step) for step in steps], start_lines(steps))
 
 
 def user_data_payload(script: str) -> str:

@@ -161,7 +161,8 @@ if grep -qxF "$url" "$blocked" 2>/dev/null || grep -qx '\*' "$blocked" 2>/dev/nu
     "Timeout was reached" >&2
   exit 28
 fi
-if [ -n "$out" ]; then echo "payload of $url" > "$out"; else echo "payload of $url"; fi
+if [ -n "$out" ] && [ "$out" != - ]; then echo "payload of $url" > "$out"
+else echo "payload of $url"; fi
 """
 
 SHELL_STUBS = {

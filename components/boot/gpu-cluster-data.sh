@@ -20,7 +20,7 @@ if ! command -v mount-s3 >/dev/null; then
   [ "$INTERNET" = true ] \
     || done_with "no NAT gateway: Mountpoint cannot be installed; use aws s3 cp" "skipped"
   deb="$(mktemp -d)/mount-s3.deb"
-  curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$deb" "$RELEASE_URL" \
+  download "$RELEASE_URL" "$deb" \
     || done_with "could not download $RELEASE_URL; use aws s3 cp instead" "failed: download"
   apt_run update || log "apt-get update failed; trying the install anyway"
   apt_run install "$deb" || done_with "could not install Mountpoint; use aws s3 cp" "failed: install"

@@ -16,7 +16,7 @@ if [ ! -x "$CTL" ]; then
   arch="$(dpkg --print-architecture)"
   package="$(mktemp -d)/amazon-cloudwatch-agent.deb"
   url="https://amazoncloudwatch-agent-$REGION.s3.$REGION.amazonaws.com/ubuntu/$arch/latest/amazon-cloudwatch-agent.deb"
-  curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$package" "$url" \
+  download "$url" "$package" \
     || fail "could not download the CloudWatch agent from $url: no GPU metrics, no idle stop"
   apt_run install "$package" || fail "could not install the CloudWatch agent (see apt-get above)"
   rm -rf "$(dirname "$package")"

@@ -98,14 +98,14 @@ check_efa() {
 check_steps() {
   local result
   if [ -n "${LUSTRE_TARGET:-}" ]; then
-    result=$(cat "$RUN/step-lustre" 2>/dev/null || echo pending)
+    result=$(step_state lustre)
     case $result in ok) ;; pending) [ "$WATCH" = true ] && FAILED+=("lustre:not-mounted") ;;
       *) FAILED+=("lustre:${result#failed: }") ;; esac
   fi
-  result=$(cat "$RUN/step-gpu-metrics" 2>/dev/null || echo pending)
+  result=$(step_state gpu-metrics)
   case $result in ok | pending) ;; *) DEGRADED+=("gpu-metrics:missing") ;; esac
   if [ -n "${SECRETS_PATH:-}" ]; then
-    result=$(cat "$RUN/step-secrets" 2>/dev/null || echo pending)
+    result=$(step_state secrets)
     case $result in ok | pending) ;; *) DEGRADED+=("secrets:unread") ;; esac
   fi
 }

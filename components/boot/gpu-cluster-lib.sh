@@ -60,8 +60,15 @@ apt_run() {
   return 1
 }
 
+# download URL FILE [SECONDS]: a file from outside the node, bounded and retried ("-": stdout).
+download() {
+  curl -fsSL --connect-timeout 10 --max-time "${3:-300}" --retry 5 -o "$2" "$1"
+}
+
 # Record this step's result for the health check: ok, or failed and why.
 step_result() { printf '%s\n' "$1" > "$RUN/step-${STEP:-boot}"; }
+# step_state NAME: what step NAME recorded this boot ("pending" until it has run).
+step_state() { cat "$RUN/step-$1" 2>/dev/null || echo pending; }
 
 # own_group ID: the Auto Scaling group of instance ID ("" when it is in none); 1 when EC2
 # cannot be asked (a failed lookup is not "not in a group").

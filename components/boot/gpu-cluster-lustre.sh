@@ -20,7 +20,7 @@ KEY_URL=https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-p
 if ! modinfo lustre >/dev/null 2>&1; then
   key="$R/usr/share/keyrings/fsx-ubuntu-public-key.gpg"
   mkdir -p "$(dirname "$key")" "$R/etc/apt/sources.list.d"
-  curl -fsSL --connect-timeout 10 --max-time 60 --retry 5 "$KEY_URL" | gpg --dearmor --yes -o "$key" \
+  download "$KEY_URL" - 60 | gpg --dearmor --yes -o "$key" \
     || fail "could not fetch the FSx repository key from $KEY_URL" client-key
   codename="$(. "$R/etc/os-release" && echo "$VERSION_CODENAME")"
   list="$R/etc/apt/sources.list.d/fsxlustreclientrepo.list"
