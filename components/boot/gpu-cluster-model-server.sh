@@ -113,7 +113,7 @@ done
 [ -n "$pulled" ] || give_up "could not pull $SERVER_IMAGE"
 systemctl restart gpu-cluster-model-container.service
 ready=""
-for tick in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
+for _ in $(seq 1 "$((WARMUP_SECONDS / 10))"); do
   if [ -n "$pulled" ] && curl -fsS --connect-timeout 2 --max-time 5 -o /dev/null \
     "http://127.0.0.1:$SERVER_PORT$READINESS_PATH"; then
     ready=yes
