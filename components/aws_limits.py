@@ -19,6 +19,13 @@ USER_DATA_MAX_BYTES = 16384
 USER_DATA_BUDGET_BYTES = 12 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 USER_DATA_SOURCE = "EC2 User Guide, 'Work with instance user data': 16 KB in raw form"
+USER_DATA_FIX = (
+    "turn off a feature the stack does not need (fsx, secrets, spot), or report it: "
+    "gpu-cluster keeps every stack inside AWS's limits"
+)
+NAME_FIX = "a shorter clusterName: pulumi config set clusterName <2-20 characters>"
+REPORT_FIX = "report it: gpu-cluster builds this value and must keep it inside AWS's limits"
+TAG_FIX = "fewer or shorter tags, none beginning with aws: (pulumi config set --path tags.KEY ...)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +40,7 @@ class Limit:
     minimum: int = 0
     pattern: str = ""  # a regular expression the whole value must match ("" = any)
     allowed: str = ""  # the pattern in words, for the message
+    fix: str = ""  # what a user can do ("" = REPORT_FIX: the program itself went over)
 
 
 SG_TEXT = r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*"
@@ -46,6 +54,7 @@ LIMITS: tuple[Limit, ...] = (
         USER_DATA_MAX_BYTES,
         "bytes of user data before base64",
         USER_DATA_SOURCE,
+        fix=USER_DATA_FIX,
     ),
     Limit(
         "aws:ec2/instance:Instance",
@@ -53,6 +62,7 @@ LIMITS: tuple[Limit, ...] = (
         USER_DATA_MAX_BYTES,
         "bytes of user data before base64",
         USER_DATA_SOURCE,
+        fix=USER_DATA_FIX,
     ),
     Limit(
         "aws:ec2/instance:Instance",
@@ -60,6 +70,7 @@ LIMITS: tuple[Limit, ...] = (
         USER_DATA_MAX_BYTES,
         "bytes of user data",
         USER_DATA_SOURCE,
+        fix=USER_DATA_FIX,
     ),
     Limit(
         "aws:ec2/launchTemplate:LaunchTemplate",
@@ -335,6 +346,7 @@ class Violation:
     unit: str
     source: str
     why: str = ""  # set when the characters, the minimum or a reserved prefix are the problem
+    fix: str = REPORT_FIX
 
     def message(self) -> str:
         if self.why:
@@ -348,7 +360,8 @@ class Violation:
 def check(limit: Limit, value: str) -> Violation | None:
     """``value`` against one limit."""
     size = measured(limit, value)
-    found = Violation(limit.input_name, size, limit.maximum, limit.unit, limit.source)
+    fix = limit.fix or (NAME_FIX if limit.input_name in ("name", "bucket") else REPORT_FIX)
+    found = Violation(limit.input_name, size, limit.maximum, limit.unit, limit.source, fix=fix)
     if size > limit.maximum:
         return found
     if size < limit.minimum:
@@ -371,18 +384,19 @@ def tag_pairs(tags: object) -> list[tuple[str, str]]:
 
 
 def tag_violations(tags: object) -> list[Violation]:
+    def over(path: str, size: int, maximum: int, unit: str, why: str = "") -> Violation:
+        return Violation(path, size, maximum, unit, TAG_SOURCE, why, TAG_FIX)
+
     pairs = tag_pairs(tags)
-    found = []
-    if len(pairs) > MAX_TAGS:
-        found.append(Violation("tags", len(pairs), MAX_TAGS, "tags", TAG_SOURCE))
+    found = [over("tags", len(pairs), MAX_TAGS, "tags")] if len(pairs) > MAX_TAGS else []
     for key, value in pairs:
         if not 1 <= len(key) <= MAX_TAG_KEY:
-            found.append(Violation(f"tags key {key!r}", len(key), MAX_TAG_KEY, "chars", TAG_SOURCE))
+            found.append(over(f"tags key {key!r}", len(key), MAX_TAG_KEY, "chars"))
         if len(value) > MAX_TAG_VALUE:
-            found.append(Violation(f"tags.{key}", len(value), MAX_TAG_VALUE, "chars", TAG_SOURCE))
+            found.append(over(f"tags.{key}", len(value), MAX_TAG_VALUE, "chars"))
         if key.lower().startswith("aws:"):
             why = "keys beginning with aws: are reserved for AWS"
-            found.append(Violation(f"tags.{key}", len(key), MAX_TAG_KEY, "chars", TAG_SOURCE, why))
+            found.append(over(f"tags.{key}", len(key), MAX_TAG_KEY, "chars", why))
     return found
 
 

@@ -64,15 +64,17 @@ class ConfigError(pulumi.RunError):
     def __init__(self, stack: str, problems: list[Problem]) -> None:
         self.stack = stack
         self.problems = problems
-        super().__init__(render_problems(stack, problems))
+        super().__init__(render_problems(stack, problems, self.header(stack, len(problems))))
+
+    @staticmethod
+    def header(stack: str, count: int) -> str:
+        return (
+            f"stack '{stack}' has {count} configuration problem{'s' if count != 1 else ''}; "
+            "nothing was planned or created:"
+        )
 
 
-def render_problems(stack: str, problems: list[Problem]) -> str:
-    count = len(problems)
-    header = (
-        f"stack '{stack}' has {count} configuration problem{'s' if count != 1 else ''}; "
-        "nothing was planned or created:"
-    )
+def render_problems(stack: str, problems: list[Problem], header: str) -> str:
     return "\n".join([header, *(problem.render(stack) for problem in problems)])
 
 

@@ -86,3 +86,15 @@ def test_unknown_values_are_not_judged():
 
     kind = "aws:lb/loadBalancer:LoadBalancer"
     assert refusals(kind, "r", {"name": rpc.UNKNOWN}) == []
+
+
+def test_each_refusal_says_what_the_user_can_do():
+    data = next(lim for lim in LIMITS if lim.input_name == "userData")
+    (problem,) = refusals(data.resource_type, "r", {"userData": too_long(data)})
+    assert "fsx, secrets, spot" in problem.fix
+    (name,) = refusals("aws:lb/loadBalancer:LoadBalancer", "r", {"name": "a" * 40})
+    assert "clusterName" in name.fix
+    (tag,) = refusals("aws:ec2/vpc:Vpc", "r", {"tags": {"aws:x": "1"}})
+    assert "tags" in tag.fix and "aws:" in tag.fix
+    (policy,) = refusals("aws:kms/key:Key", "r", {"policy": "x" * 40000})
+    assert policy.fix.startswith("report it")

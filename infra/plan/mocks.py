@@ -59,10 +59,9 @@ class AwsRefusal(ConfigError):
     """What the AWS API would refuse at create time (components/aws_limits.py): the plan fails
     as `pulumi up` would, before anything is created."""
 
-    def __init__(self, stack: str, problems: list[Problem]) -> None:
-        super().__init__(stack, problems)
-        header = f"stack '{stack}': AWS would refuse what it creates; nothing was created:"
-        pulumi.RunError.__init__(self, "\n".join([header, *(p.render(stack) for p in problems)]))
+    @staticmethod
+    def header(stack: str, count: int) -> str:
+        return f"stack '{stack}': AWS would refuse what it creates; nothing was created:"
 
 
 def refusals(resource_type: str, name: str, inputs: dict[str, Any]) -> list[Problem]:
@@ -74,10 +73,7 @@ def refusals(resource_type: str, name: str, inputs: dict[str, Any]) -> list[Prob
             received=f"{v.size:,} {v.unit}",
             problem=f"AWS would refuse this resource: {v.message()}",
             allowed=f"at most {v.maximum:,} {v.unit}",
-            fix=(
-                "turn off a feature the stack does not need (fsx, secrets, spot), "
-                "or report it: gpu-cluster keeps every stack inside AWS's limits"
-            ),
+            fix=v.fix,
         )
         for v in violations(resource_type, known)
     ]
