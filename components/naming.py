@@ -57,3 +57,9 @@ def bounded_name(text: str, limit: int = 32) -> str:
 
 # Also an environment variable name on the nodes, and within SSM's parameter-name characters.
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def default_bucket_name(cluster: str, account_id: str, region: str) -> str:
+    """A data bucket's name when the stack names none: globally unique and predictable, so
+    IAM policies can name it before it exists."""
+    return f"gpuc-{cluster}-{account_id}-{region}"

@@ -15,6 +15,7 @@ AWS semantics relied on (EC2 and EC2 Auto Scaling user guides):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pulumi
@@ -47,6 +48,11 @@ class CapacityReservation:
     create: bool = False
     end_date: str | None = None
     kind: str = field(default="capacity-reservation", init=False)
+
+
+# EC2 User Guide, "Capacity Blocks for ML": a block's instances are terminated when it ends, and
+# Auto Scaling users should scale in at least 30 minutes before the end time.
+BLOCK_END_MARGIN = timedelta(minutes=30)
 
 
 @dataclass(frozen=True)

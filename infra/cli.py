@@ -175,14 +175,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     leftovers = sweeper.find()
     total = sum(leftover.usd_per_hour for leftover in leftovers)
-    for unsupported in sweeper.unsupported:
-        print(f"warning: this endpoint cannot list {unsupported}", file=sys.stderr)
+    for kind, why in sweeper.unsupported:
+        print(f"warning: this endpoint cannot list {kind}: {why}", file=sys.stderr)
     if sweeper.skipped:  # what could not be looked at may still bill: claim nothing
-        for skipped in sweeper.skipped:
-            print(f"error: could not list {skipped}", file=sys.stderr)
+        for kind, why in sweeper.skipped:
+            print(f"error: could not list {kind}: {why}", file=sys.stderr)
         for leftover in leftovers:
             print(f"  found {leftover.kind} {leftover.resource_id} ({leftover.detail})")
-        not_checked = [skipped.split(":", 1)[0] for skipped in sweeper.skipped]
+        not_checked = [kind for kind, _ in sweeper.skipped]
         raise CommandError(
             AWS,
             f"gpuc sweep could not check {len(not_checked)} kind(s) in {args.region} "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, timedelta
+from datetime import UTC
 
 import pulumi
 import pulumi_aws as aws
@@ -14,8 +14,8 @@ from components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
 from components.data_vault import DataVault, DataVaultArgs
 from components.launch_template import RootVolume
 from components.lustre import LustreSize
-from components.naming import cluster_tags
-from components.purchase import CapacityBlock, CapacityReservation, Spot
+from components.naming import cluster_tags, default_bucket_name
+from components.purchase import BLOCK_END_MARGIN, CapacityBlock, CapacityReservation, Spot
 from components.quotas import quotas_needed
 from components.serving_stack import ServingStack, ServingStackArgs
 from components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
@@ -33,7 +33,9 @@ def data_bucket_name(
     cluster: str, account_id: pulumi.Input[str], region: str
 ) -> pulumi.Output[str]:
     """Globally unique and predictable, so IAM policies can name it before it exists."""
-    return pulumi.Output.concat("gpuc-", cluster, "-", account_id, "-", region)
+    return pulumi.Output.from_input(account_id).apply(
+        lambda account: default_bucket_name(cluster, account, region)
+    )
 
 
 def storage_args(spec: ResolvedCluster) -> StorageArgs:
@@ -281,11 +283,6 @@ def describe_live(reservation_id: str, region: str) -> ReservationFacts:
 
 # How the program reads a reservation's facts; the offline plan engine sets None (no AWS).
 live_lookup: ReservationLookup | None = describe_live
-
-
-# EC2 User Guide, "Capacity Blocks for ML": instances in a block are terminated when it ends;
-# Auto Scaling users should scale in at least 30 minutes before the end time.
-BLOCK_END_MARGIN = timedelta(minutes=30)
 
 
 def with_block_end(spec: ResolvedCluster, facts: ReservationFacts | None) -> ResolvedCluster:

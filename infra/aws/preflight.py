@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 
 from components.catalog import load_catalog
 from components.dlami import dlami, dlami_image_name, dlami_parameter
-from components.purchase import CapacityBlock, CapacityReservation, Spot
+from components.naming import default_bucket_name
+from components.purchase import BLOCK_END_MARGIN, CapacityBlock, CapacityReservation, Spot
 from components.quotas import on_demand_quota, spot_quota
 from infra.aws import call, client, paginate
 from infra.errors import AwsError
@@ -243,7 +244,7 @@ def check_reservation(spec: ResolvedCluster, aws: Clients) -> Check | None:
         end = facts.end_date.astimezone(UTC)
         ends = (
             f"; ends {end:%Y-%m-%d %H:%M} UTC: the group scales to 0 at "
-            f"{end - timedelta(minutes=30):%H:%M} UTC"
+            f"{end - BLOCK_END_MARGIN:%H:%M} UTC"
         )
     return Check(
         "reservation",
@@ -328,7 +329,7 @@ def check_bucket(spec: ResolvedCluster, aws: Clients, account: str | None) -> Ch
     if spec.storage.source != "create":
         return None
     return bucket_name_check(
-        spec.storage.bucket or f"gpuc-{spec.name}-{account}-{spec.region}", aws
+        spec.storage.bucket or default_bucket_name(spec.name, str(account), spec.region), aws
     )
 
 
@@ -359,7 +360,7 @@ def run_data_preflight(spec: ResolvedData, aws: Clients) -> list[Check]:
         identity = check_credentials(spec, aws)
     except AwsError as error:
         return [Check("credentials", FAIL, str(error))]
-    name = spec.bucket or f"gpuc-{spec.name}-{identity.value}-{spec.region}"
+    name = spec.bucket or default_bucket_name(spec.name, str(identity.value), spec.region)
     note = (
         "fine if this stack created it; otherwise adopt it (pulumi import) or set "
         "`pulumi config set --path storage.bucket <another name>`"

@@ -294,8 +294,8 @@ class Sweeper:
     def find(self) -> list[Leftover]:
         """Everything left, in the order it can be deleted (what uses a thing comes first)."""
         found: list[Leftover] = []
-        self.skipped: list[str] = []  # could not be listed: the sweep claims nothing
-        self.unsupported: list[str] = []  # the endpoint (an emulator) has no such API
+        self.skipped: list[tuple[str, str]] = []  # (kind, why) not listed: claim nothing
+        self.unsupported: list[tuple[str, str]] = []  # the endpoint (an emulator) lacks the API
         listers = (
             self.groups,
             self.file_systems,
@@ -317,17 +317,17 @@ class Sweeper:
             try:
                 found += list(lister())
             except NotImplementedError as error:  # moto's in-process mock without the API
-                self.unsupported.append(f"{kind_name(lister)}: {error}")
+                self.unsupported.append((kind_name(lister), str(error)))
             except AwsError as error:
                 if error.code == "ResponseParserError":  # an emulator's endpoint, never AWS's
-                    self.unsupported.append(f"{kind_name(lister)}: {error}")
+                    self.unsupported.append((kind_name(lister), str(error)))
                     continue
-                self.skipped.append(f"{kind_name(lister)}: {error}")
+                self.skipped.append((kind_name(lister), str(error)))
                 if error.code in (UNREACHABLE, "NoCredentials"):
                     # no other call can succeed either: say so at once instead of timing out
                     # once per kind
                     rest = listers[position + 1 :]
-                    self.skipped += [f"{kind_name(other)}: not tried ({error})" for other in rest]
+                    self.skipped += [(kind_name(other), f"not tried ({error})") for other in rest]
                     break
         return found
 
