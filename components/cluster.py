@@ -234,9 +234,7 @@ class GpuCluster(pulumi.ComponentResource):
                 ),
                 availability_zone=args.availability_zone,
                 purchase=args.purchase,
-                autoscaling_role_arn=(
-                    self.security.autoscaling_role.arn if self.security.autoscaling_role else None
-                ),
+                autoscaling_role_arn=(self.security.autoscaling_role_arn),
                 boot_dependencies=[
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,

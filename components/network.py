@@ -14,6 +14,28 @@ from components.naming import child_name, unique_name
 from components.policies import assume_role_policy, flow_logs_delivery_policy
 
 FLOW_LOG_RETENTION_DAYS = 365
+
+
+# A subnet is replaced delete-first. Create-first (the engine's default) would call CreateSubnet
+# with the same CIDR in the same VPC while the old subnet exists: InvalidSubnet.Conflict. For a
+# delete-first replacement the engine deletes first every dependent that the replacement would
+# replace (pkg/resource/deploy/step_generator.go, calculateDependentReplacements: a provider
+# Diff with the replaced resource's outputs unknown, then the dependent's replaceOnChanges), so
+# whatever has an interface in the subnet replaces on a subnet change: the route-table
+# associations and the NAT gateway (subnetId is ForceNew), the interface endpoints and the node
+# group (replaceOnChanges below and in node_group.py), the dev box (its availabilityZone comes
+# from the subnet) and the Lustre file system (subnetIds is ForceNew). DeleteSubnet then finds
+# no interface left (otherwise DependencyViolation).
+def subnet_options(child: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True))
+
+
+# An interface endpoint with private DNS cannot be created while another one for the same
+# service exists in the VPC (the private DNS name is taken), so it is replaced delete-first,
+# and it replaces with its subnet (an update in place would leave its interface in the old one).
+INTERFACE_ENDPOINT_OPTIONS = pulumi.ResourceOptions(
+    delete_before_replace=True, replace_on_changes=["subnetIds"]
+)
 PACKAGE_EGRESS_PORTS = (80, 443)
 
 
@@ -67,7 +89,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                 availability_zone=args.availability_zone,
                 map_public_ip_on_launch=False,
                 tags={**tags, "Name": child_name(name, role)},
-                opts=child,
+                opts=subnet_options(child),
             )
             for role, cidr in (("private", args.layout.private), ("public", args.layout.public))
         )
@@ -112,7 +134,11 @@ class ClusterNetwork(pulumi.ComponentResource):
                 subnet_id=self.public_subnet.id,
                 allocation_id=eip.id,
                 tags=tags,
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[igw])),
+                # The Elastic IP stays associated until the old gateway is deleted: a
+                # create-first replacement fails (Resource.AlreadyAssociated).
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=[igw], delete_before_replace=True)
+                ),
             )
             private_route_list.append({"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id})
             self.boot_dependencies.append(nat)
@@ -146,7 +172,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                     availability_zone=zone,
                     map_public_ip_on_launch=False,
                     tags={**tags, "Name": child_name(name, f"{role}-{suffix}")},
-                    opts=child,
+                    opts=subnet_options(child),
                 )
                 association = aws.ec2.RouteTableAssociation(
                     child_name(name, f"{role}-{suffix}-rta"),
@@ -239,7 +265,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                 subnet_ids=[self.private_subnet.id],
                 security_group_ids=[endpoint_sg.id],
                 tags=args.tags,
-                opts=child,
+                opts=pulumi.ResourceOptions.merge(child, INTERFACE_ENDPOINT_OPTIONS),
             )
             self.boot_dependencies.append(endpoint)
 

@@ -8,13 +8,16 @@ and it replaces an interrupted or failed node by itself, without `pulumi up`.
 
 One on-demand node is a plain instance instead (a dev box: its root disk survives a stop).
 
-Engine semantics relied on: neither resource carries ``ignore_changes`` (the engine copies the
-old value of an ignored property into the new inputs, replacements included:
-pkg/resource/deploy/step_generator.go, processIgnoreChanges). What a running node cannot
-change (its type, subnet, placement group, NIC layout, how it was bought) is in a
+Engine semantics relied on: the engine copies the old value of an ignored property into the
+new inputs, replacements included (pkg/resource/deploy/step_generator.go, processIgnoreChanges),
+so only the dev box's launch-template version, always "$Default", is ignored. What a running
+node cannot change (its type, subnet, placement group, NIC layout, how it was bought) is in a
 ``replacement_trigger``; such replacements are delete-before-replace: the old nodes are gone
-before new ones launch, so the quota, the placement group's capacity and the subnet are never
-needed twice, and the old subnet and placement group are free to be deleted.
+before new ones launch, so the quota and the placement group's capacity are never needed twice
+for the nodes. A created reservation is different: switching to ``capacityReservation.create``
+creates the reservation (capacity and quota for every node) while the old nodes still run, so
+`gpuc diff` says that change cannot be applied as is and how to do it in two steps; replacing
+a created reservation drains the group first (GROUP_REPLACE_ON_CHANGES).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ CLUSTER_STRATEGY = "cluster"
 # and reservation capacity), and all of them may be replaced together on request.
 MAINTENANCE_POLICY = {"min_healthy_percentage": 0, "max_healthy_percentage": 100}
 DEFAULT_VERSION = "$Default"
+DEV_BOX_IGNORED = "launchTemplate.version"
 HEALTH_CHECK_GRACE_SECONDS = 900  # GPU nodes boot, build RAID0 and wait for peers
 
 
@@ -92,6 +96,14 @@ class GpuNodeGroupArgs:
 # instance terminated first); a large GPU group can take longer, and a timeout in the middle of
 # a replacement leaves the old group, placement group and subnet behind.
 GROUP_TIMEOUTS = pulumi.CustomTimeouts(create="30m", update="45m", delete="45m")
+# Both update in place for the provider, but the engine only deletes a dependent first when it
+# would be replaced (step_generator.go, calculateDependentReplacements, which reads
+# replaceOnChanges and not the replacementTrigger). So the group replaces with its subnet (a
+# delete-first subnet replacement then drains the nodes before DeleteSubnet) and with its
+# created reservation (a delete-first reservation replacement drains them before the old
+# reservation is cancelled and the new one is created: capacity and quota are never needed
+# for both).
+GROUP_REPLACE_ON_CHANGES = ["vpcZoneIdentifiers", "capacityReservationSpecification"]
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
@@ -271,7 +283,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 for key, value in sorted(tags.items())
             ],
             opts=pulumi.ResourceOptions.merge(
-                opts, pulumi.ResourceOptions(custom_timeouts=GROUP_TIMEOUTS)
+                opts,
+                pulumi.ResourceOptions(
+                    custom_timeouts=GROUP_TIMEOUTS, replace_on_changes=GROUP_REPLACE_ON_CHANGES
+                ),
             ),
         )
 
@@ -282,14 +297,25 @@ class GpuNodeGroup(pulumi.ComponentResource):
         template: dict,
         opts: pulumi.ResourceOptions,
     ) -> aws.ec2.Instance:
-        # "$Default" keeps a running box through template changes: `pulumi up` sees no diff,
-        # and a replacement launches the template's current default version. The provider
-        # re-reads the numeric version on `pulumi refresh` (flattenInstanceLaunchTemplate), after
-        # which a moved default replaces the box (its CustomizeDiff forces a new instance).
+        # "$Default" keeps a running box through template changes, and a replacement launches
+        # the template's current default version. The provider's Read stores the box's numeric
+        # version instead (flattenInstanceLaunchTemplate), after `pulumi refresh` and after
+        # every in-place update (resourceInstanceUpdate ends with a Read); its CustomizeDiff
+        # then forces a new instance once the default has moved. Ignoring the version makes
+        # the bridge diff the stored value against itself (ApplyIgnoreChanges copies the prior
+        # state's value into the inputs), so no later `up` replaces the box for it; the engine
+        # copies the old input, "$Default" again, into a replacement.
         return aws.ec2.Instance(
             child_name(name, node_name(0)),
             launch_template={"id": template["id"], "version": DEFAULT_VERSION},
             instance_type=args.facts.instance_type,  # as in the template; explicit per node
+            # The same zone as the template's, taken through the subnet: availabilityZone is
+            # ForceNew, so a delete-first subnet replacement deletes the box first.
+            availability_zone=pulumi.Output.from_input(args.subnet_id).apply(
+                lambda _: args.availability_zone
+            ),
             tags={**args.tags, "Name": child_name(name, node_name(0))},
-            opts=opts,
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(ignore_changes=[DEV_BOX_IGNORED])
+            ),
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+import pulumiverse_time
 
 from components.kms import create_cluster_key
 from components.naming import child_name, unique_name
@@ -30,6 +31,26 @@ class ClusterSecurityArgs:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+# IAM is eventually consistent. The provider retries the key policy that names a new role
+# (terraform-provider-aws kms/wait.go, waitIAMPropagation on MalformedPolicyDocumentException),
+# but a group created with a role Auto Scaling cannot see yet fails, and the group create
+# retries only "Invalid IAM Instance Profile" (autoscaling/group.go). The group takes the
+# role's ARN from a wait that starts once the role exists, so it is created after it.
+ROLE_PROPAGATION = "30s"
+
+
+def role_after_propagation(
+    name: str, role: aws.iam.ServiceLinkedRole, parent: pulumi.Resource
+) -> pulumi.Output[str]:
+    wait = pulumiverse_time.Sleep(
+        name,
+        create_duration=ROLE_PROPAGATION,
+        triggers={"roleArn": role.arn},
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return wait.triggers.apply(lambda triggers: (triggers or {})["roleArn"])
+
+
 class ClusterSecurity(pulumi.ComponentResource):
     key: aws.kms.Key
     role: aws.iam.Role
@@ -40,6 +61,7 @@ class ClusterSecurity(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:security:ClusterSecurity", name, None, opts)
         self.autoscaling_role = None
+        self.autoscaling_role_arn: pulumi.Output[str] | None = None
         if args.autoscaling:
             # A service-linked role of this cluster's own (custom suffix): the key policy can
             # name it before any group exists, and no other stack's groups share it.
@@ -50,6 +72,9 @@ class ClusterSecurity(pulumi.ComponentResource):
                 description=f"gpu-cluster {name}: launches the node group",
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.autoscaling_role_arn = role_after_propagation(
+                child_name(name, "autoscaling-role-propagation"), self.autoscaling_role, self
             )
         self.key, self.alias = create_cluster_key(
             name,

@@ -107,6 +107,33 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return AWS if any(check.status == FAIL for check in checks) else OK
 
 
+SWEPT_SERVICES = (
+    "ec2",
+    "autoscaling",
+    "logs",
+    "fsx",
+    "elbv2",
+    "scheduler",
+    "cloudwatch",
+    "events",
+    "sns",
+    "budgets",
+    "iam",
+    "kms",
+    "sts",
+)
+
+
+def stack_settings(stack: str | None) -> dict[str, str]:
+    """The stack file's settings, or none when it is gone (a destroyed stack's may be)."""
+    from infra.stack_files import StackFileError, load_stack_config
+
+    try:
+        return load_stack_config(stack) if stack else {}
+    except StackFileError:
+        return {}
+
+
 def stack_region(stack: str | None, region: str | None) -> str:
     """The region asked for, else the stack file's aws:region, else us-east-1 (a destroyed
     stack's file may be gone: then say which region is searched)."""
@@ -162,16 +189,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from infra.aws import client
     from infra.aws.sweep import Sweeper
+    from infra.cost.unit_prices import hours_per_month
     from infra.outcome import USAGE
 
     args.region = stack_region(args.stack, args.region)
+    settings = stack_settings(args.stack)
+    if settings.get("gpu-cluster:role") == "data":
+        raise CommandError(
+            INPUT,
+            f"gpuc sweep --stack {args.stack}: '{args.stack}' is the data stack (datasets and "
+            "checkpoints); sweep never touches it. Sweep the compute stacks that used it.",
+        )
     sweeper = Sweeper(
-        ec2=client("ec2", args.region),
-        autoscaling=client("autoscaling", args.region),
-        logs=client("logs", args.region),
+        **{service: client(service, args.region) for service in SWEPT_SERVICES},
         region=args.region,
         stack=args.stack,
-        fsx=client("fsx", args.region),
+        cluster=settings.get("gpu-cluster:clusterName") or args.stack,
     )
     leftovers = sweeper.find()
     total = sum(leftover.usd_per_hour for leftover in leftovers)
@@ -204,7 +237,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"  {leftover.detail}"
         )
     print(
-        f"about ${total:,.3f}/hour (${total * 730:,.0f}/month); the data stack's bucket and "
+        f"about ${total:,.3f}/hour (${total * hours_per_month(args.region):,.0f}/month); the "
+        "data stack's bucket and "
         "key are never swept"
     )
     if not args.delete:

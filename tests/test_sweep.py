@@ -14,6 +14,7 @@ from moto import mock_aws
 
 from infra import stack_files as cli_stack_files
 from infra.aws.sweep import Sweeper
+from infra.aws.sweep_kinds import kind_name
 from infra.cli import main
 
 REGION = "us-east-1"
@@ -35,7 +36,9 @@ def build_cluster(stack: str) -> dict[str, str]:
     """What `pulumi up` of a stack creates that can outlive a broken `pulumi destroy`."""
     ec2 = boto3.client("ec2", region_name=REGION)
     vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16", TagSpecifications=tags(stack, "vpc"))["Vpc"]
-    subnet = ec2.create_subnet(VpcId=vpc["VpcId"], CidrBlock="10.42.0.0/24")["Subnet"]
+    subnet = ec2.create_subnet(
+        VpcId=vpc["VpcId"], CidrBlock="10.42.0.0/24", TagSpecifications=tags(stack, "subnet")
+    )["Subnet"]
     group = ec2.create_security_group(
         GroupName=f"{stack}-nodes",
         Description="nodes",
@@ -84,6 +87,8 @@ def build_cluster(stack: str) -> dict[str, str]:
         tags={"gpu-cluster:stack": stack},
     )
     return {
+        "vpc": vpc["VpcId"],
+        "subnet": subnet["SubnetId"],
         "group": group,
         "address": address["AllocationId"],
         "nat": nat,
@@ -132,6 +137,8 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
         ("network interface", ours["interface"]),
         ("security group", ours["group"]),
         ("log group", "/aws/events/gpu-cluster/train-nodes"),
+        ("VPC", ours["vpc"]),
+        ("subnet", ours["subnet"]),
     }
     assert sum(f.usd_per_hour for f in found) > 21  # the p4d node dominates
     # moto has no placement-group API: sweep says this endpoint cannot list it
@@ -284,9 +291,8 @@ def test_sweep_with_the_endpoint_down_fails_and_claims_nothing(endpoint, tmp_pat
     assert "nothing tagged" not in done.stdout + done.stderr
     error = json.loads(done.stdout)["error"]
     (details,) = error["problems"]
-    assert {"groups", "instances"} <= set(details["notChecked"]) and len(
-        details["notChecked"]
-    ) == 15
+    every_kind = [kind_name(lister) for lister in full_sweeper("train").listers()]
+    assert details["notChecked"] == every_kind and len(every_kind) == 29
     assert elapsed < 60, elapsed  # bounded: not once per kind, not botocore's 60 s waits
 
 
@@ -319,3 +325,170 @@ def test_sweep_and_status_look_in_the_stacks_own_region(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "in eu-west-1" in out and "--region eu-west-1 --delete" in out
     assert cli.stack_region("euro", "us-west-2") == "us-west-2"  # --region wins
+
+
+def build_controls(stack: str) -> dict[str, str]:
+    """What a stack's network, serving, cost controls and identity leave if `pulumi destroy`
+    stops half way (names as Pulumi gives them: logical name, dash, random suffix)."""
+    stack_tags = [{"Key": "gpu-cluster:stack", "Value": stack}]
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16", TagSpecifications=tags(stack, "vpc"))["Vpc"]
+    subnets = [
+        ec2.create_subnet(
+            VpcId=vpc["VpcId"],
+            CidrBlock=cidr,
+            AvailabilityZone=zone,
+            TagSpecifications=tags(stack, "subnet"),
+        )["Subnet"]["SubnetId"]
+        for cidr, zone in (("10.42.0.0/24", f"{REGION}a"), ("10.42.1.0/24", f"{REGION}b"))
+    ]
+    table = ec2.create_route_table(VpcId=vpc["VpcId"], TagSpecifications=tags(stack, "route-table"))
+    ec2.associate_route_table(RouteTableId=table["RouteTable"]["RouteTableId"], SubnetId=subnets[0])
+    gateway = ec2.create_internet_gateway(TagSpecifications=tags(stack, "internet-gateway"))
+    gateway_id = gateway["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=gateway_id, VpcId=vpc["VpcId"])
+    elbv2 = boto3.client("elbv2", region_name=REGION)
+    balancer = elbv2.create_load_balancer(
+        Name=f"gpuc-{stack}", Subnets=subnets, Tags=stack_tags, Type="application"
+    )["LoadBalancers"][0]["LoadBalancerArn"]
+    target_group = elbv2.create_target_group(
+        Name=f"gpuc-{stack}-8000", Protocol="HTTP", Port=8000, VpcId=vpc["VpcId"], Tags=stack_tags
+    )["TargetGroups"][0]["TargetGroupArn"]
+    elbv2.create_listener(
+        LoadBalancerArn=balancer,
+        Protocol="HTTP",
+        Port=80,
+        DefaultActions=[{"Type": "forward", "TargetGroupArn": target_group}],
+    )
+    iam = boto3.client("iam", region_name=REGION)
+    trust = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ec2.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    )
+    role = f"{stack}-security-node-role-1a2b3c4"
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust, Tags=stack_tags)
+    access = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}],
+    }
+    iam.put_role_policy(RoleName=role, PolicyName="access", PolicyDocument=json.dumps(access))
+    managed = iam.create_policy(PolicyName=f"{stack}-managed", PolicyDocument=json.dumps(access))
+    iam.attach_role_policy(RoleName=role, PolicyArn=managed["Policy"]["Arn"])
+    profile = f"{stack}-security-node-profile-5d6e7f8"
+    iam.create_instance_profile(InstanceProfileName=profile, Tags=stack_tags)
+    iam.add_role_to_instance_profile(InstanceProfileName=profile, RoleName=role)
+    sns = boto3.client("sns", region_name=REGION)
+    topic = sns.create_topic(Name=f"{stack}-cost-alerts-9a8b7c6", Tags=stack_tags)["TopicArn"]
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    cloudwatch.put_metric_alarm(
+        AlarmName=f"{stack}-cost-idle-stop-0f1e2d3",
+        MetricName="CPUUtilization",
+        Namespace="AWS/EC2",
+        Statistic="Average",
+        Period=300,
+        EvaluationPeriods=1,
+        Threshold=5,
+        ComparisonOperator="LessThanThreshold",
+        Tags=stack_tags,
+    )
+    events = boto3.client("events", region_name=REGION)
+    rule = f"{stack}-nodes-group-events-4c5d6e7"
+    events.put_rule(Name=rule, EventPattern='{"source": ["aws.autoscaling"]}', Tags=stack_tags)
+    events.put_targets(Rule=rule, Targets=[{"Id": "log", "Arn": topic}])
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    schedule = f"{stack}-cost-schedule-stop-8e9f0a1"
+    scheduler.create_schedule(
+        Name=schedule,
+        Description=f"gpu-cluster {stack}-cost: stop at 20:00",
+        ScheduleExpression="cron(0 20 * * ? *)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": topic, "RoleArn": f"arn:aws:iam::123456789012:role/{role}"},
+    )
+    account = boto3.client("sts", region_name=REGION).get_caller_identity()["Account"]
+    boto3.client("budgets", region_name=REGION).create_budget(
+        AccountId=account,
+        Budget={
+            "BudgetName": f"gpu-cluster-{stack}",
+            "BudgetLimit": {"Amount": "100", "Unit": "USD"},
+            "TimeUnit": "MONTHLY",
+            "BudgetType": "COST",
+        },
+    )
+    kms = boto3.client("kms", region_name=REGION)
+    key = kms.create_key(Tags=[{"TagKey": "gpu-cluster:stack", "TagValue": stack}])
+    key_id = key["KeyMetadata"]["KeyId"]
+    kms.create_alias(AliasName=f"alias/gpu-cluster/{stack}-security", TargetKeyId=key_id)
+    return {
+        "vpc": vpc["VpcId"],
+        "balancer": balancer,
+        "target group": target_group,
+        "role": role,
+        "profile": profile,
+        "topic": topic,
+        "rule": rule,
+        "schedule": f"default/{schedule}",
+        "key": key_id,
+    }
+
+
+def full_sweeper(stack: str) -> Sweeper:
+    from infra.cli import SWEPT_SERVICES
+
+    return Sweeper(
+        **{service: boto3.client(service, region_name=REGION) for service in SWEPT_SERVICES},
+        region=REGION,
+        stack=stack,
+    )
+
+
+@mock_aws
+def test_sweep_finds_the_network_controls_and_identity_a_stack_left_and_deletes_them(capsys):
+    ours, theirs = build_controls("train"), build_controls("other")
+    probe = full_sweeper("train")
+    found = probe.find()
+    assert probe.skipped == [], probe.skipped
+    kinds = {f.kind for f in found}
+    assert {
+        "load balancer",
+        "target group",
+        "subnet",
+        "route table",
+        "internet gateway",
+        "VPC",
+        "schedule",
+        "alarm",
+        "event rule",
+        "topic",
+        "budget",
+        "instance profile",
+        "IAM role",
+        "KMS key",
+    } <= kinds, kinds
+    ids = {f.resource_id for f in found}
+    assert {ours[k] for k in ("vpc", "balancer", "role", "profile", "topic", "rule", "key")} <= ids
+    assert ours["schedule"] in ids and "gpu-cluster-train" in ids
+    assert not {theirs[k] for k in theirs} & ids  # nothing of the other stack
+    balancer = next(f for f in found if f.kind == "load balancer")
+    assert balancer.usd_per_hour == pytest.approx(0.0225)
+    assert main(["sweep", "--stack", "train", "--delete", "--yes"]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert full_sweeper("train").find() == []
+    kms = boto3.client("kms", region_name=REGION)
+    assert kms.describe_key(KeyId=ours["key"])["KeyMetadata"]["KeyState"] == "PendingDeletion"
+    assert kms.describe_key(KeyId=theirs["key"])["KeyMetadata"]["KeyState"] == "Enabled"
+    left = {f.resource_id for f in full_sweeper("other").find()}
+    assert {theirs["vpc"], theirs["role"], theirs["key"], theirs["schedule"]} <= left
+
+
+def test_sweep_never_touches_the_data_stack(capsys):
+    assert main(["sweep", "--stack", "data"]) == 3
+    err = capsys.readouterr().err
+    assert "is the data stack" in err and "never touches it" in err

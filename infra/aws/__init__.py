@@ -29,6 +29,8 @@ __all__ = ["AwsError", "call", "client", "paginate", "translated"]
 RETRY_CONFIG = Config(
     connect_timeout=5, read_timeout=10, retries={"total_max_attempts": 3, "mode": "adaptive"}
 )
+# the codes AWS answers a missing permission with (only these get the IAM hint)
+PERMISSION_ERRORS = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
 UNREACHABLE = "EndpointUnreachable"  # AwsError.code: no AWS call in this region can succeed
 UNREACHABLE_ERRORS = (
     EndpointConnectionError,
@@ -69,10 +71,13 @@ def translated(service: str, operation: str) -> Iterator[None]:
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = error.get("Code", "Error")
+        hint = (
+            f" The caller needs IAM permission '{action}'."
+            if code in PERMISSION_ERRORS or "AccessDenied" in code
+            else ""
+        )
         raise AwsError(
-            f"{action} failed: {code}: {error.get('Message', exc)}. "
-            f"The caller needs IAM permission '{action}'.",
-            code,
+            f"{action} failed: {code}: {error.get('Message', exc)}.{hint}", code
         ) from exc
     except UNREACHABLE_ERRORS as exc:
         message = f"{action} failed: the endpoint does not answer ({exc})"

@@ -1,7 +1,7 @@
 """`gpuc sweep`: after `pulumi destroy`, what is still tagged with the stack and can bill (or
 blocks deleting what bills), each with an estimated hourly cost; delete it in dependency order.
-The data stack's bucket and key are never touched: they carry the data stack's own tag, and
-buckets and keys are not among the kinds swept."""
+The data stack's bucket and key are never touched: buckets are not among the kinds swept, the
+data stack's key carries the data stack's own tag, and a data stack itself is refused."""
 
 from __future__ import annotations
 
@@ -9,43 +9,38 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from components.naming import STACK_TAG
 from infra.aws import UNREACHABLE, call, paginate
+from infra.aws.sweep_controls import ControlsSweep
+from infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
+from infra.aws.sweep_network import NetworkSweep
 from infra.cost.gpu_prices import on_demand_hourly
 from infra.cost.unit_prices import unit_prices
 from infra.errors import AwsError
 
 
-@dataclass(frozen=True)
-class Leftover:
-    kind: str
-    resource_id: str
-    detail: str
-    usd_per_hour: float
-
-
-def kind_name(lister: object) -> str:
-    return getattr(lister, "__name__", str(lister)).replace("_", " ")
-
-
-def stack_filter(stack: str) -> list[dict[str, Any]]:
-    return [{"Name": f"tag:{STACK_TAG}", "Values": [stack]}]
-
-
-def has_tag(tags: list[dict[str, str]] | dict[str, str] | None, stack: str) -> bool:
-    if isinstance(tags, dict):
-        return tags.get(STACK_TAG) == stack
-    return any(t.get("Key") == STACK_TAG and t.get("Value") == stack for t in tags or [])
-
-
 @dataclass
-class Sweeper:
+class Sweeper(NetworkSweep, ControlsSweep):
     ec2: Any
     autoscaling: Any
     logs: Any
     region: str
     stack: str
     fsx: Any = None
+    # the rest: None leaves the kind out (a caller that did not ask for it), never "clean"
+    elbv2: Any = None
+    scheduler: Any = None
+    cloudwatch: Any = None
+    events: Any = None
+    sns: Any = None
+    budgets: Any = None
+    iam: Any = None
+    kms: Any = None
+    sts: Any = None
+    account_id: str | None = None  # looked up through sts for the budgets
+    cluster: str = ""  # the stack's clusterName (names start with it); default the stack
+
+    def __post_init__(self) -> None:
+        self.cluster = self.cluster or self.stack
 
     # --- listing, one generator per kind, in deletion order ----------------------------------
 
@@ -256,6 +251,8 @@ class Sweeper:
     # --- deleting -----------------------------------------------------------------------------
 
     def delete(self, leftover: Leftover) -> None:
+        if self.delete_network(leftover) or self.delete_control(leftover):
+            return
         actions: dict[str, Callable[[str], object]] = {
             "auto scaling group": lambda name: call(
                 self.autoscaling,
@@ -291,17 +288,16 @@ class Sweeper:
         }
         actions[leftover.kind](leftover.resource_id)
 
-    def find(self) -> list[Leftover]:
-        """Everything left, in the order it can be deleted (what uses a thing comes first)."""
-        found: list[Leftover] = []
-        self.skipped: list[tuple[str, str]] = []  # (kind, why) not listed: claim nothing
-        self.unsupported: list[tuple[str, str]] = []  # the endpoint (an emulator) lacks the API
-        listers = (
+    def listers(self) -> tuple[Callable[[], Iterator[Leftover]], ...]:
+        """One lister per kind, in the order the kinds can be deleted (users first)."""
+        return (
             self.groups,
             self.file_systems,
             self.spot_requests,
             self.instances,
             self.reservations,
+            self.load_balancers,
+            self.target_groups,
             self.nat_gateways,
             self.endpoints,
             self.addresses,
@@ -311,8 +307,27 @@ class Sweeper:
             self.launch_templates,
             self.placement_groups,
             self.security_groups,
+            self.subnets,
+            self.route_tables,
+            self.internet_gateways,
+            self.vpcs,
+            self.schedules,
+            self.alarms,
+            self.event_rules,
+            self.topics,
+            self.cost_budgets,
+            self.instance_profiles,
+            self.roles,
             self.log_groups,
+            self.keys,
         )
+
+    def find(self) -> list[Leftover]:
+        """Everything left, in the order it can be deleted (what uses a thing comes first)."""
+        found: list[Leftover] = []
+        self.skipped: list[tuple[str, str]] = []  # (kind, why) not listed: claim nothing
+        self.unsupported: list[tuple[str, str]] = []  # the endpoint (an emulator) lacks the API
+        listers = self.listers()
         for position, lister in enumerate(listers):
             try:
                 found += list(lister())
@@ -348,11 +363,13 @@ class Sweeper:
 
     def wait_for(self, kind: str, ids: list[str]) -> None:
         waiters = {
-            "instance": ("instance_terminated", "InstanceIds"),
-            "NAT gateway": ("nat_gateway_deleted", "NatGatewayIds"),
+            "instance": (self.ec2, "instance_terminated", "InstanceIds"),
+            "NAT gateway": (self.ec2, "nat_gateway_deleted", "NatGatewayIds"),
+            # a deleted load balancer releases its interfaces in the subnets a while later
+            "load balancer": (self.elbv2, "load_balancers_deleted", "LoadBalancerArns"),
         }
         if kind not in waiters or not ids:
             return
-        name, key = waiters[kind]
-        if name in self.ec2.waiter_names:
-            self.ec2.get_waiter(name).wait(**{key: ids})
+        api, name, key = waiters[kind]
+        if api is not None and name in api.waiter_names:
+            api.get_waiter(name).wait(**{key: ids})

@@ -62,3 +62,9 @@ def unit_prices(region: str, path: Path = UNIT_PRICES_PATH) -> UnitPrices:
         source=doc["source"],
         date=doc["date"],
     )
+
+
+def hours_per_month(region: str | None = None) -> int:
+    """The one hours-per-month convention of every monthly figure (the unit-price snapshot's,
+    730 as AWS's pricing pages use)."""
+    return unit_prices(region or _document()["default_region"]).hours_per_month

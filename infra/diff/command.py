@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infra.diff.collisions import Collision, collisions
 from infra.diff.model import Change, diff_plans, shown, summary
-from infra.outcome import INPUT, OK, USAGE, CommandError, from_exception
+from infra.outcome import FINDINGS, INPUT, OK, USAGE, CommandError, from_exception
 from infra.overrides import stack_config
 from infra.plan.engine import Plan, PlannedResource, run_plan
 
@@ -64,6 +65,8 @@ def _resource(step: dict[str, Any]) -> PlannedResource:
         op=step.get("op", "create"),
         replacement_trigger=state.get("replacementTrigger"),
         delete_before_replace=bool(state.get("deleteBeforeReplace")),
+        replace_on_changes=tuple(state.get("replaceOnChanges") or ()),
+        ignore_changes=tuple(state.get("ignoreChanges") or ()),
         property_dependencies={
             k: tuple(v) for k, v in (state.get("propertyDependencies") or {}).items()
         },
@@ -93,6 +96,27 @@ def change_json(change: Change) -> dict[str, Any]:
 
 def _money(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"${value:,.{digits}f}"
+
+
+def collision_json(collision: Collision) -> dict[str, str]:
+    return {
+        "type": collision.type,
+        "role": collision.role,
+        "why": collision.why,
+        "fix": collision.fix,
+    }
+
+
+def render_collisions(found: list[Collision]) -> list[str]:
+    if not found:
+        return []
+    lines = ["", "This change cannot be applied as is: AWS would refuse a step of it."]
+    for collision in found:
+        lines += [
+            f"  x {collision.role} ({collision.type.rsplit(':', 1)[-1]}): {collision.why}",
+            f"      fix: {collision.fix}",
+        ]
+    return lines
 
 
 def render_text(title: str, changes: list[Change], before: dict, after: dict) -> str:
@@ -154,15 +178,19 @@ def run_diff(
             "overrides (gpuc diff --stack train --set nodes=8), or --from PLAN.json --stack NAME",
         )
     changes = diff_plans(before, after)
+    found = collisions(before, after, changes)
     if as_json:
         document = {
             "before": totals(before),
             "after": totals(after),
             "summary": summary(changes),
             "changes": [change_json(c) for c in changes],
+            "applies": not found,
+            "cannotApply": [collision_json(c) for c in found],
         }
         json.dump(document, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
         print(render_text(title, changes, totals(before), totals(after)))
-    return OK
+        print("\n".join(render_collisions(found)) or "\nThe change applies as planned.")
+    return FINDINGS if found else OK

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.diff.replace_rules import REPLACE_ON_CHANGE
+from infra.diff.replace_rules import REPLACE_ON_CHANGE, REPLACE_WHEN
 from infra.plan.engine import STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
 
 GROUP = "aws:autoscaling/group:Group"
@@ -45,6 +45,10 @@ class Change:
     reasons: list[str] = field(default_factory=list)
     impact: list[str] = field(default_factory=list)  # what it does to running nodes
     delete_before_replace: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.type, self.role)
 
 
 def cluster_name(plan: Plan) -> str:
@@ -103,6 +107,18 @@ def top_level(path: str) -> str:
     return path.split(".", 1)[0].split("[", 1)[0]
 
 
+def covered(path: str, properties: tuple[str, ...] | list[str]) -> bool:
+    """Whether a changed leaf falls under one of these properties (``ignoreChanges`` and
+    ``replaceOnChanges`` name a property or a path inside one)."""
+    return any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in properties)
+
+
+def replaces_with(resource: PlannedResource, prop: str) -> bool:
+    """A change of this input replaces the resource: the provider's ForceNew or the resource's
+    own replaceOnChanges."""
+    return covered(prop, (*REPLACE_ON_CHANGE.get(resource.type, ()), *resource.replace_on_changes))
+
+
 def diff_plans(before: Plan, after: Plan) -> list[Change]:
     old_cluster, new_cluster = cluster_name(before), cluster_name(after)
     if old_cluster == new_cluster:  # one stack: compare values as they are
@@ -125,7 +141,16 @@ def diff_plans(before: Plan, after: Plan) -> list[Change]:
         trigger_changed = UNKNOWN_TEXT not in triggers and _normalized(
             triggers[0], old_cluster
         ) != _normalized(triggers[1], new_cluster)
-        forcing = sorted({top_level(p) for p in changed} & set(REPLACE_ON_CHANGE.get(type_, ())))
+        changed = {p: v for p, v in changed.items() if not covered(p, b.ignore_changes)}
+        conditional = REPLACE_WHEN.get(type_, {})
+        forcing = sorted(
+            {
+                top_level(p)
+                for p, (was, now) in changed.items()
+                if covered(p, (*REPLACE_ON_CHANGE.get(type_, ()), *b.replace_on_changes))
+                or (p in conditional and conditional[p](was, now))
+            }
+        )
         if forcing or trigger_changed:
             reasons = [f"{p} cannot change in place" for p in forcing]
             if trigger_changed:
@@ -159,17 +184,20 @@ def _propagate(
                         moved = _apply(changes, key, "replace", why) or moved
             for prop, urns in resource.property_dependencies.items():
                 for source in (changes.get(by_urn[u]) for u in urns if u in by_urn):
-                    kind, why = _inherited(key[0], prop, source)
+                    kind, why = _inherited(resource, prop, source)
                     if kind is not None and _apply(changes, key, kind, why):
                         moved = True
 
 
-def _inherited(type_: str, prop: str, source: Change | None) -> tuple[str | None, str]:
+def _inherited(
+    resource: PlannedResource, prop: str, source: Change | None
+) -> tuple[str | None, str]:
     if source is None:
         return None, ""
+    type_ = resource.type
     upstream = f"{source.role} ({source.type.rsplit(':', 1)[-1]})"
     if source.kind == "replace":
-        kind = "replace" if prop in REPLACE_ON_CHANGE.get(type_, ()) else "update"
+        kind = "replace" if replaces_with(resource, prop) else "update"
         return kind, f"{prop} comes from {upstream}, which is replaced"
     if source.type == LAUNCH_TEMPLATE and source.kind == "update":
         rebuilt = sorted({top_level(p) for p in source.changed} & set(NODE_BUILD))
@@ -245,8 +273,8 @@ def node_impact(change: Change) -> list[str]:
             ]
         if any("new version" in r for r in change.reasons):
             return [
-                "the box keeps its launch-template version ($Default is read at launch); after "
-                "`pulumi refresh` the next `pulumi up` replaces it"
+                "the box keeps running on its launch-template version; a replacement, or a new "
+                "box after `pulumi destroy`, launches from the new one"
             ]
         return []
     if change.type == LAUNCH_TEMPLATE and change.kind == "update":

@@ -7,6 +7,8 @@ Anything not listed updates in place."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
     "aws:ec2/vpc:Vpc": ("cidrBlock", "ipv4IpamPoolId", "ipv4NetmaskLength"),
     "aws:ec2/subnet:Subnet": (
@@ -151,6 +153,41 @@ REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
         "certificateArn",
         "validationRecordFqdns",
     ),
-    "aws:route53/record:Record": ("zoneId", "name", "type", "setIdentifier"),
+    # type and set_identifier update in place (aws_route53_record: ChangeResourceRecordSets
+    # deletes and creates the record set in one change batch)
+    "aws:route53/record:Record": ("zoneId", "name"),
     "aws:sns/topicSubscription:TopicSubscription": ("topic", "protocol", "endpoint"),
+    "aws:budgets/budgetAction:BudgetAction": ("accountId", "budgetName"),
+    "aws:costexplorer/costAllocationTag:CostAllocationTag": ("tagKey",),
+    "aws:ebs/encryptionByDefault:EncryptionByDefault": (),
+    "aws:ebs/snapshotBlockPublicAccess:SnapshotBlockPublicAccess": (),
+    "aws:sns/topicPolicy:TopicPolicy": ("arn",),
+    # S3 bucket sub-resources: one of each per bucket (s3/bucket_*.go)
+    "aws:s3/bucketPolicy:BucketPolicy": ("bucket",),
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": (
+        "bucket",
+        "expectedBucketOwner",
+    ),
+    "aws:s3/bucketLogging:BucketLogging": ("bucket", "expectedBucketOwner"),
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls": ("bucket",),
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": ("bucket",),
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": (
+        "bucket",
+        "expectedBucketOwner",
+    ),
+    "aws:s3/bucketVersioning:BucketVersioning": ("bucket", "expectedBucketOwner"),
+    # pulumiverse/pulumi-time (terraform-provider-time resource_sleep.go: triggers RequiresReplace)
+    "time:index/sleep:Sleep": ("triggers",),
+}
+
+
+def _decreased(old: object, new: object) -> bool:
+    return isinstance(old, int | float) and isinstance(new, int | float) and new < old
+
+
+# Inputs that replace the resource only for some changes (the provider's CustomizeDiff).
+REPLACE_WHEN: dict[str, dict[str, Callable[[object, object], bool]]] = {
+    # fsx/lustre_file_system.go: a smaller storage_capacity forces a new file system (Lustre
+    # only grows in place), and a new file system starts empty
+    "aws:fsx/lustreFileSystem:LustreFileSystem": {"storageCapacity": _decreased},
 }

@@ -25,6 +25,7 @@ import infra.program as infra_program
 from components.catalog import load_catalog
 from infra.errors import ConfigError
 from infra.plan.mocks import AwsRefusal, PlanMocks
+from infra.plan.update_rules import UpdateHazard, hazards
 from infra.program import ReservationLookup
 from infra.spec import PROJECT
 
@@ -47,6 +48,7 @@ class PlannedResource:
     ignore_changes: tuple[str, ...] = ()
     replacement_trigger: Any = None
     delete_before_replace: bool = False
+    replace_on_changes: tuple[str, ...] = ()
     property_dependencies: dict[str, tuple[str, ...]] = field(default_factory=dict)
     custom_timeouts: dict[str, str] = field(default_factory=dict)  # create/update/delete
 
@@ -82,6 +84,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         # As `pulumi preview`: what AWS computes on create (ids, ARNs, names, addresses) is
         # unknown, so inputs that use it show as output<string>.
         self.preview = preview
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN the engine makes: the parent's whole qualified type, except the root stack's
+        (pkg/resource/deploy/deployment.go, generateURN). The SDK's mock keeps only the last
+        segment and keeps the stack's, so a URN it prints would not name a real resource."""
+        qualified = parent.split("::")[2] if parent else ""
+        if qualified and qualified != STACK_TYPE:
+            type_ = f"{qualified}${type_}"
+        return "urn:pulumi:" + "::".join([pulumi.get_stack(), pulumi.get_project(), type_, name])
 
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
@@ -146,6 +157,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     if request.HasField("customTimeouts") and getattr(request.customTimeouts, step)
                 },
                 delete_before_replace=bool(request.deleteBeforeReplace),
+                replace_on_changes=tuple(request.replaceOnChanges),
                 property_dependencies={  # sorted: arrival order varies from run to run
                     key: tuple(sorted(deps.urns))
                     for key, deps in request.propertyDependencies.items()
@@ -260,6 +272,9 @@ def run_plan(
             gc.enable()
     if plan.error is None and mocks.refused:  # `pulumi up` would fail there: no outputs
         plan.error = AwsRefusal(stack, mocks.refused)
+    broken = [problem for r in monitor.planned for problem in hazards(r)]
+    if plan.error is None and broken:  # a later `pulumi up` would fail or lose data
+        plan.error = UpdateHazard(stack, broken)
     root = get_root_resource()
     if plan.error is None and root is not None:
         plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}

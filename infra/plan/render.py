@@ -74,6 +74,8 @@ def preview_json(plan: Plan) -> dict[str, Any]:
                 "retainOnDelete": r.retain_on_delete,
                 # beyond `pulumi preview --json`: what `gpuc diff --from` needs
                 "deleteBeforeReplace": r.delete_before_replace,
+                "replaceOnChanges": list(r.replace_on_changes),
+                "ignoreChanges": list(r.ignore_changes),
                 "replacementTrigger": r.replacement_trigger,
                 "propertyDependencies": {k: list(v) for k, v in r.property_dependencies.items()},
             },

@@ -6,10 +6,10 @@ from __future__ import annotations
 import ipaddress
 
 from components.quotas import on_demand_quota
+from infra.cost.unit_prices import hours_per_month
 from infra.suggest import suggest
 
 LARGE_GPUS = 512  # more than any stage of this project; AWS default GPU quotas are far lower
-HOURS_PER_MONTH = 730
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # AWS allows it for VPCs
 
 
@@ -31,7 +31,7 @@ def size_warning(
 ) -> str | None:
     if gpus <= LARGE_GPUS:
         return None
-    cost = f", about ${hourly_usd * HOURS_PER_MONTH:,.0f}/month on-demand" if hourly_usd else ""
+    cost = f", about ${hourly_usd * hours_per_month():,.0f}/month on-demand" if hourly_usd else ""
     return (
         f"nodes: {nodes} is {gpus:,} GPUs and {vcpus:,} vCPUs of '{on_demand_quota(instance_type)}'"
         f"{cost}; default quotas are far smaller (Service Quotas) - is {nodes} meant?"

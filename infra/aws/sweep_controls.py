@@ -1,0 +1,215 @@
+"""What a destroyed stack's cost controls and identity can leave: schedules, alarms, event rules,
+topics, budgets, instance profiles, roles and KMS keys.
+
+How each is matched: by the stack tag where the service lists tags (alarms, rules, topics,
+budgets' names, roles, profiles, keys), after a name-prefix filter on the cluster name where
+the list is account-wide (Pulumi names them `<logical name>-<7 random characters>`, and the
+logical names start with the cluster name). EventBridge Scheduler schedules carry no tags: they
+are matched by that prefix and by the description the program gives them. The data stack's
+key is never listed here: `gpuc sweep` refuses a data stack (infra/cli.py), and every other
+stack's tag names that stack only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from infra.aws import call, paginate
+from infra.aws.sweep_kinds import Leftover, has_tag
+from infra.cost.unit_prices import unit_prices
+
+AUTOSCALING_ROLE_PATH = "/aws-service-role/autoscaling.amazonaws.com/"
+
+
+class ControlsSweep:
+    region: str
+    stack: str
+    cluster: str
+    scheduler: Any
+    cloudwatch: Any
+    events: Any
+    sns: Any
+    budgets: Any
+    iam: Any
+    kms: Any
+    sts: Any
+    account_id: str | None
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.cluster}-"
+
+    def schedules(self) -> Iterator[Leftover]:
+        if self.scheduler is None:
+            return
+        for entry in paginate(
+            self.scheduler, "scheduler", "ListSchedules", "Schedules", NamePrefix=self.prefix
+        ):
+            schedule = call(
+                self.scheduler,
+                "scheduler",
+                "GetSchedule",
+                Name=entry["Name"],
+                GroupName=entry.get("GroupName", "default"),
+            )
+            if schedule.get("Description", "").startswith(f"gpu-cluster {self.cluster}"):
+                yield Leftover(
+                    "schedule", f"{entry.get('GroupName', 'default')}/{entry['Name']}", "", 0.0
+                )
+
+    def alarms(self) -> Iterator[Leftover]:
+        if self.cloudwatch is None:
+            return
+        monthly = unit_prices(self.region)["cloudwatch_alarm_month"]
+        hours = unit_prices(self.region).hours_per_month
+        for alarm in paginate(
+            self.cloudwatch,
+            "cloudwatch",
+            "DescribeAlarms",
+            "MetricAlarms",
+            AlarmNamePrefix=self.prefix,
+        ):
+            tags = call(
+                self.cloudwatch, "cloudwatch", "ListTagsForResource", ResourceARN=alarm["AlarmArn"]
+            ).get("Tags", [])
+            if has_tag(tags, self.stack):
+                yield Leftover("alarm", alarm["AlarmName"], "", monthly / hours)
+
+    def event_rules(self) -> Iterator[Leftover]:
+        if self.events is None:
+            return
+        for rule in paginate(self.events, "events", "ListRules", "Rules", NamePrefix=self.prefix):
+            tags = call(self.events, "events", "ListTagsForResource", ResourceARN=rule["Arn"])
+            if has_tag(tags.get("Tags", []), self.stack):
+                yield Leftover("event rule", rule["Name"], "", 0.0)
+
+    def topics(self) -> Iterator[Leftover]:
+        if self.sns is None:
+            return
+        for topic in paginate(self.sns, "sns", "ListTopics", "Topics"):
+            arn = topic["TopicArn"]
+            if not arn.rsplit(":", 1)[-1].startswith(self.prefix):
+                continue
+            tags = call(self.sns, "sns", "ListTagsForResource", ResourceArn=arn).get("Tags", [])
+            if has_tag(tags, self.stack):
+                yield Leftover("topic", arn, "", 0.0)
+
+    def cost_budgets(self) -> Iterator[Leftover]:
+        if self.budgets is None or self.sts is None:
+            return
+        self.account_id = call(self.sts, "sts", "GetCallerIdentity")["Account"]
+        name = f"gpu-cluster-{self.stack}"  # components/stack_cost_controls.py
+        for budget in paginate(
+            self.budgets, "budgets", "DescribeBudgets", "Budgets", AccountId=self.account_id
+        ):
+            if budget["BudgetName"] == name:
+                yield Leftover("budget", name, "", 0.0)
+
+    def instance_profiles(self) -> Iterator[Leftover]:
+        if self.iam is None:
+            return
+        for profile in paginate(self.iam, "iam", "ListInstanceProfiles", "InstanceProfiles"):
+            name = profile["InstanceProfileName"]
+            if not name.startswith(self.prefix):
+                continue
+            # the listing leaves tags out; GetInstanceProfile has them
+            got = call(self.iam, "iam", "GetInstanceProfile", InstanceProfileName=name)
+            if has_tag(got["InstanceProfile"].get("Tags", []), self.stack):
+                yield Leftover("instance profile", name, "", 0.0)
+
+    def roles(self) -> Iterator[Leftover]:
+        if self.iam is None:
+            return
+        linked = f"AWSServiceRoleForAutoScaling_{self.prefix}"
+        for role in paginate(self.iam, "iam", "ListRoles", "Roles"):
+            name = role["RoleName"]
+            if not name.startswith((self.prefix, linked)):
+                continue
+            tags = call(self.iam, "iam", "ListRoleTags", RoleName=name).get("Tags", [])
+            if has_tag(tags, self.stack):
+                yield Leftover("IAM role", name, role.get("Path", "/"), 0.0)
+
+    def keys(self) -> Iterator[Leftover]:
+        if self.kms is None:
+            return
+        monthly = unit_prices(self.region)["kms_key_month"]
+        hours = unit_prices(self.region).hours_per_month
+        for key in paginate(self.kms, "kms", "ListKeys", "Keys"):
+            tags = call(self.kms, "kms", "ListResourceTags", KeyId=key["KeyId"]).get("Tags", [])
+            as_pairs = [{"Key": t["TagKey"], "Value": t["TagValue"]} for t in tags]
+            if not has_tag(as_pairs, self.stack):
+                continue
+            metadata = call(self.kms, "kms", "DescribeKey", KeyId=key["KeyId"])["KeyMetadata"]
+            if metadata.get("KeyState") in ("PendingDeletion", "PendingReplicaDeletion"):
+                continue
+            yield Leftover(
+                "KMS key",
+                key["KeyId"],
+                "retained by destroy; deletion waits 30 days",
+                monthly / hours,
+            )
+
+    def delete_control(self, leftover: Leftover) -> bool:
+        """Delete one leftover of these kinds; False when the kind is not one of them."""
+        kind, key = leftover.kind, leftover.resource_id
+        if kind == "schedule":
+            group, name = key.split("/", 1)
+            call(self.scheduler, "scheduler", "DeleteSchedule", Name=name, GroupName=group)
+        elif kind == "alarm":
+            call(self.cloudwatch, "cloudwatch", "DeleteAlarms", AlarmNames=[key])
+        elif kind == "event rule":
+            targets = call(self.events, "events", "ListTargetsByRule", Rule=key).get("Targets", [])
+            if targets:
+                call(
+                    self.events, "events", "RemoveTargets", Rule=key, Ids=[t["Id"] for t in targets]
+                )
+            call(self.events, "events", "DeleteRule", Name=key)
+        elif kind == "topic":
+            call(self.sns, "sns", "DeleteTopic", TopicArn=key)
+        elif kind == "budget":
+            call(self.budgets, "budgets", "DeleteBudget", AccountId=self.account_id, BudgetName=key)
+        elif kind == "instance profile":
+            self._empty_profile(key)
+            call(self.iam, "iam", "DeleteInstanceProfile", InstanceProfileName=key)
+        elif kind == "IAM role":
+            self._delete_role(key, leftover.detail)
+        elif kind == "KMS key":
+            for alias in call(self.kms, "kms", "ListAliases", KeyId=key).get("Aliases", []):
+                call(self.kms, "kms", "DeleteAlias", AliasName=alias["AliasName"])
+            call(self.kms, "kms", "ScheduleKeyDeletion", KeyId=key, PendingWindowInDays=30)
+        else:
+            return False
+        return True
+
+    def _empty_profile(self, name: str) -> None:
+        profile = call(self.iam, "iam", "GetInstanceProfile", InstanceProfileName=name)
+        for role in profile["InstanceProfile"].get("Roles", []):
+            call(
+                self.iam,
+                "iam",
+                "RemoveRoleFromInstanceProfile",
+                InstanceProfileName=name,
+                RoleName=role["RoleName"],
+            )
+
+    def _delete_role(self, name: str, path: str) -> None:
+        if path.startswith("/aws-service-role/"):
+            call(self.iam, "iam", "DeleteServiceLinkedRole", RoleName=name)
+            return
+        for profile in paginate(
+            self.iam, "iam", "ListInstanceProfilesForRole", "InstanceProfiles", RoleName=name
+        ):
+            call(
+                self.iam,
+                "iam",
+                "RemoveRoleFromInstanceProfile",
+                InstanceProfileName=profile["InstanceProfileName"],
+                RoleName=name,
+            )
+        for policy in paginate(
+            self.iam, "iam", "ListAttachedRolePolicies", "AttachedPolicies", RoleName=name
+        ):
+            call(self.iam, "iam", "DetachRolePolicy", RoleName=name, PolicyArn=policy["PolicyArn"])
+        for policy in paginate(self.iam, "iam", "ListRolePolicies", "PolicyNames", RoleName=name):
+            call(self.iam, "iam", "DeleteRolePolicy", RoleName=name, PolicyName=policy)
+        call(self.iam, "iam", "DeleteRole", RoleName=name)

@@ -1,0 +1,106 @@
+"""What a destroyed stack's network can leave: load balancers (with their listeners), target
+groups, subnets, route tables, internet gateways and VPCs. None of them bills by itself except
+a load balancer, but each blocks deleting the VPC, and a VPC counts against the region's quota
+of five."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from infra.aws import call, paginate
+from infra.aws.sweep_kinds import Leftover, has_tag, stack_filter
+from infra.cost.unit_prices import unit_prices
+
+
+class NetworkSweep:
+    ec2: Any
+    elbv2: Any
+    region: str
+    stack: str
+
+    def load_balancers(self) -> Iterator[Leftover]:
+        if self.elbv2 is None:
+            return
+        balancers = list(paginate(self.elbv2, "elbv2", "DescribeLoadBalancers", "LoadBalancers"))
+        for tagged in self._elbv2_tagged([b["LoadBalancerArn"] for b in balancers]):
+            balancer = next(b for b in balancers if b["LoadBalancerArn"] == tagged)
+            hourly = unit_prices(self.region)["alb_hour"]
+            yield Leftover("load balancer", tagged, balancer.get("LoadBalancerName", ""), hourly)
+
+    def target_groups(self) -> Iterator[Leftover]:
+        if self.elbv2 is None:
+            return
+        groups = list(paginate(self.elbv2, "elbv2", "DescribeTargetGroups", "TargetGroups"))
+        for tagged in self._elbv2_tagged([g["TargetGroupArn"] for g in groups]):
+            group = next(g for g in groups if g["TargetGroupArn"] == tagged)
+            yield Leftover("target group", tagged, group.get("TargetGroupName", ""), 0.0)
+
+    def _elbv2_tagged(self, arns: list[str]) -> Iterator[str]:
+        for start in range(0, len(arns), 20):  # DescribeTags takes at most 20 ARNs
+            described = call(
+                self.elbv2, "elbv2", "DescribeTags", ResourceArns=arns[start : start + 20]
+            )
+            for entry in described.get("TagDescriptions", []):
+                if has_tag(entry.get("Tags"), self.stack):
+                    yield entry["ResourceArn"]
+
+    def subnets(self) -> Iterator[Leftover]:
+        for subnet in paginate(
+            self.ec2, "ec2", "DescribeSubnets", "Subnets", Filters=stack_filter(self.stack)
+        ):
+            yield Leftover("subnet", subnet["SubnetId"], subnet.get("CidrBlock", ""), 0.0)
+
+    def route_tables(self) -> Iterator[Leftover]:
+        for table in paginate(
+            self.ec2, "ec2", "DescribeRouteTables", "RouteTables", Filters=stack_filter(self.stack)
+        ):
+            if any(a.get("Main") for a in table.get("Associations", [])):
+                continue  # the VPC's main table goes with the VPC
+            yield Leftover("route table", table["RouteTableId"], "", 0.0)
+
+    def internet_gateways(self) -> Iterator[Leftover]:
+        for gateway in paginate(
+            self.ec2,
+            "ec2",
+            "DescribeInternetGateways",
+            "InternetGateways",
+            Filters=stack_filter(self.stack),
+        ):
+            attached = ",".join(a["VpcId"] for a in gateway.get("Attachments", []))
+            yield Leftover("internet gateway", gateway["InternetGatewayId"], attached, 0.0)
+
+    def vpcs(self) -> Iterator[Leftover]:
+        for vpc in paginate(
+            self.ec2, "ec2", "DescribeVpcs", "Vpcs", Filters=stack_filter(self.stack)
+        ):
+            yield Leftover("VPC", vpc["VpcId"], vpc.get("CidrBlock", ""), 0.0)
+
+    def delete_network(self, leftover: Leftover) -> bool:
+        """Delete one network leftover; False when the kind is not a network kind."""
+        ec2, elbv2, kind, key = self.ec2, self.elbv2, leftover.kind, leftover.resource_id
+        if kind == "load balancer":  # its listeners go with it
+            call(elbv2, "elbv2", "DeleteLoadBalancer", LoadBalancerArn=key)
+        elif kind == "target group":
+            call(elbv2, "elbv2", "DeleteTargetGroup", TargetGroupArn=key)
+        elif kind == "subnet":
+            call(ec2, "ec2", "DeleteSubnet", SubnetId=key)
+        elif kind == "route table":
+            table = call(ec2, "ec2", "DescribeRouteTables", RouteTableIds=[key])
+            for association in table["RouteTables"][0].get("Associations", []):
+                call(
+                    ec2,
+                    "ec2",
+                    "DisassociateRouteTable",
+                    AssociationId=association["RouteTableAssociationId"],
+                )
+            call(ec2, "ec2", "DeleteRouteTable", RouteTableId=key)
+        elif kind == "internet gateway":
+            for vpc in filter(None, leftover.detail.split(",")):
+                call(ec2, "ec2", "DetachInternetGateway", InternetGatewayId=key, VpcId=vpc)
+            call(ec2, "ec2", "DeleteInternetGateway", InternetGatewayId=key)
+        elif kind == "VPC":
+            call(ec2, "ec2", "DeleteVpc", VpcId=key)
+        else:
+            return False
+        return True

@@ -1,0 +1,116 @@
+"""What the engine and the provider do on a later `pulumi up` that the mock engine does not: each
+rule a registration must follow so that a replacement applies and a no-op `up` stays a no-op.
+The plan engine checks every registration against them (engine.py), so `gpuc plan`, `gpuc diff`
+and every test see a program that breaks one.
+
+Sources: pulumi/pulumi pkg/resource/deploy/step_generator.go (create-first replacement unless
+deleteBeforeReplace; processIgnoreChanges), terraform-provider-aws internal/service/ec2
+(ec2_instance.go: flattenInstanceLaunchTemplate, resourceInstanceUpdate ending with a Read, the
+CustomizeDiff ForceNew on launch_template.0.version; vpc_subnet.go; vpc_nat_gateway.go),
+internal/service/autoscaling/group.go (waitGroupCapacitySatisfied, wait_for_capacity_timeout)
+and the EC2 API errors named below."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from infra.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from infra.plan.engine import PlannedResource
+
+TEMPLATE_ALIASES = ("$Default", "$Latest")
+
+
+@dataclass(frozen=True)
+class UpdateRule:
+    type: str
+    applies: Callable[[PlannedResource], bool]  # the registration breaks the rule
+    problem: str
+    source: str
+
+
+def _alias_version_not_ignored(r: PlannedResource) -> bool:
+    template = r.inputs.get("launchTemplate") or {}
+    ignored = {"launchTemplate", "launchTemplate.version"} & set(r.ignore_changes)
+    return template.get("version") in TEMPLATE_ALIASES and not ignored
+
+
+def _create_first(r: PlannedResource) -> bool:
+    return not r.delete_before_replace
+
+
+def _private_dns_endpoint_create_first(r: PlannedResource) -> bool:
+    return bool(r.inputs.get("privateDnsEnabled")) and not r.delete_before_replace
+
+
+def _waits_for_capacity(r: PlannedResource) -> bool:
+    return r.inputs.get("waitForCapacityTimeout") != "0"
+
+
+RULES = (
+    UpdateRule(
+        "aws:ec2/instance:Instance",
+        _alias_version_not_ignored,
+        "a later `pulumi up` replaces the instance and loses its root disk: the provider's Read "
+        "stores the numeric launch-template version in place of the alias, and its diff then "
+        "forces a new instance; ignore launchTemplate.version",
+        "terraform-provider-aws ec2_instance.go: flattenInstanceLaunchTemplate, CustomizeDiff",
+    ),
+    UpdateRule(
+        "aws:ec2/subnet:Subnet",
+        _create_first,
+        "a create-first replacement (a new zone) calls CreateSubnet with the CIDR the old "
+        "subnet still holds: InvalidSubnet.Conflict; replace it delete-first",
+        "EC2 API CreateSubnet; step_generator.go (create-first unless deleteBeforeReplace)",
+    ),
+    UpdateRule(
+        "aws:ec2/natGateway:NatGateway",
+        _create_first,
+        "a create-first replacement gives the new gateway the Elastic IP the old one holds: "
+        "Resource.AlreadyAssociated; replace it delete-first",
+        "EC2 API CreateNatGateway; step_generator.go",
+    ),
+    UpdateRule(
+        "aws:ec2/vpcEndpoint:VpcEndpoint",
+        _private_dns_endpoint_create_first,
+        "a create-first replacement of an interface endpoint with private DNS fails while the "
+        "old one holds the service's private DNS name; replace it delete-first",
+        "EC2 API CreateVpcEndpoint (private DNS conflict); step_generator.go",
+    ),
+    UpdateRule(
+        "aws:autoscaling/group:Group",
+        _waits_for_capacity,
+        "the provider waits for every node (10 minutes by default) and fails `pulumi up` on any "
+        "failed launch, and the engine then skips the cost controls that wait on the group; "
+        'set waitForCapacityTimeout "0"',
+        "terraform-provider-aws autoscaling/group.go: waitGroupCapacitySatisfied",
+    ),
+)
+
+
+class UpdateHazard(ConfigError):
+    """A registration a later `pulumi up` would trip over (update_rules.RULES)."""
+
+    @staticmethod
+    def header(stack: str, count: int) -> str:
+        return (
+            f"stack '{stack}': the program breaks {count} rule(s) of how Pulumi and AWS update "
+            "it; nothing was created:"
+        )
+
+
+def hazards(resource: PlannedResource) -> list[Problem]:
+    return [
+        Problem(
+            path=f"{resource.name} ({resource.type})",
+            received="the program's registration",
+            problem=rule.problem,
+            allowed=f"see {rule.source}",
+            fix="report it: gpu-cluster builds this resource",
+        )
+        for rule in RULES
+        if rule.type == resource.type and resource.custom and rule.applies(resource)
+    ]
