@@ -7,8 +7,16 @@ from dataclasses import dataclass
 
 from components.catalog import Catalog
 from infra.cost.gpu_prices import PriceTable
+from infra.cost.node_price import cheapest_spot_zone
 from infra.outcome import INPUT, CommandError
 from infra.suggest import suggest
+
+
+def cheapest_price(
+    region: str, instance_type: str, spot: dict[str, float], catalog: Catalog
+) -> float | None:
+    best = cheapest_spot_zone(region, instance_type, spot, catalog)
+    return best[1] if best else None
 
 
 @dataclass(frozen=True)
@@ -20,7 +28,7 @@ class CatalogRow:
     efa_interfaces: int
     nvme: str
     on_demand: float | None
-    spot_low: float | None  # the cheapest AZ's spot price in the snapshot
+    spot_low: float | None  # the cheapest standard AZ's spot price in the snapshot
     per_gpu_hour: float | None
     zones: tuple[str, ...]
 
@@ -71,7 +79,7 @@ def catalog_rows(
                 if facts.nvme_disk_count
                 else "-",
                 on_demand=on_demand,
-                spot_low=min(spot.values()) if spot else None,
+                spot_low=cheapest_price(region, name, spot, catalog),
                 per_gpu_hour=on_demand / facts.gpus if on_demand and facts.gpus else None,
                 zones=zones,
             )

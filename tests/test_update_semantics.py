@@ -297,3 +297,30 @@ def test_the_urns_are_the_engines(train_plan):
     )
     top = train_plan.named("train")
     assert top.urn == "urn:pulumi:train::gpu-cluster::gpu-cluster:index:GpuCluster::train"
+
+
+@pytest.mark.parametrize("stack", ["dev", "experiment", "train", "inference", "data"])
+def test_every_resource_type_a_stack_creates_has_replace_rules(stack):
+    """A type with no rules would diff as "updates in place" whatever changes."""
+    from infra.diff.replace_rules import REPLACE_ON_CHANGE
+
+    plan = plan_stack(stack)
+    assert plan.error is None, plan.error
+    types = {r.type for r in plan.resources if r.custom and r.op != "read"}
+    assert not types - set(REPLACE_ON_CHANGE), sorted(types - set(REPLACE_ON_CHANGE))
+
+
+def test_the_budget_action_and_cost_allocation_tag_have_replace_rules():
+    from infra.diff.replace_rules import REPLACE_ON_CHANGE
+    from infra.stack_files import load_stack_config
+
+    config = load_stack_config("dev")
+    budget = {"monthlyUsd": 300, "stopAtLimit": True, "activateCostAllocationTag": True}
+    plan = plan_config({**config, "gpu-cluster:budget": json.dumps(budget)}, "dev")
+    assert plan.error is None, plan.error
+    types = {r.type for r in plan.resources if r.custom and r.op != "read"}
+    assert {
+        "aws:budgets/budgetAction:BudgetAction",
+        "aws:costexplorer/costAllocationTag:CostAllocationTag",
+    } <= types
+    assert not types - set(REPLACE_ON_CHANGE)

@@ -9,7 +9,7 @@ from typing import Any
 
 from components.naming import CLUSTER_TAG, HEALTH_TAG, MANAGED_BY_TAG, STACK_TAG
 from infra.aws import paginate
-from infra.cost.gpu_prices import on_demand_hourly, spot_by_zone
+from infra.cost.node_price import node_hourly
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,8 @@ def list_nodes(ec2: Any, region: str, now: datetime | None = None) -> list[Node]
         for instance in reservation.get("Instances", []):
             kind = instance["InstanceType"]
             lifecycle = instance.get("InstanceLifecycle") or "on-demand"
-            price = on_demand_hourly(region, kind)
-            if lifecycle == "spot":
-                zone_prices = spot_by_zone(region, kind)
-                price = min(zone_prices.values()) if zone_prices else price
+            zone = instance.get("Placement", {}).get("AvailabilityZone", "")
+            price = node_hourly(region, kind, lifecycle == "spot", zone)
             launched = instance.get("LaunchTime") or now
             nodes.append(
                 Node(
@@ -61,7 +59,7 @@ def list_nodes(ec2: Any, region: str, now: datetime | None = None) -> list[Node]
                     instance_type=kind,
                     lifecycle=lifecycle,
                     state=instance["State"]["Name"],
-                    zone=instance.get("Placement", {}).get("AvailabilityZone", ""),
+                    zone=zone,
                     uptime_hours=(now - launched).total_seconds() / 3600,
                     usd_per_hour=price,
                     health=tag(instance, HEALTH_TAG),

@@ -14,6 +14,7 @@ from infra.aws.sweep_controls import ControlsSweep
 from infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
 from infra.aws.sweep_network import NetworkSweep
 from infra.cost.gpu_prices import on_demand_hourly
+from infra.cost.node_price import node_hourly
 from infra.cost.unit_prices import unit_prices
 from infra.errors import AwsError
 
@@ -70,7 +71,9 @@ class Sweeper(NetworkSweep, ControlsSweep):
             for instance in reservation["Instances"]:
                 kind = instance["InstanceType"]
                 running = instance["State"]["Name"] != "stopped"
-                price = (on_demand_hourly(self.region, kind) or 0.0) if running else 0.0
+                spot = instance.get("InstanceLifecycle") == "spot"
+                zone = instance.get("Placement", {}).get("AvailabilityZone")
+                price = (node_hourly(self.region, kind, spot, zone) or 0.0) if running else 0.0
                 yield Leftover("instance", instance["InstanceId"], kind, price)
 
     def nat_gateways(self) -> Iterator[Leftover]:

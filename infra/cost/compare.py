@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from components.catalog import Catalog, load_catalog
 from infra.cost.gpu_prices import PriceTable, price_table
 from infra.cost.model import HOURS_PER_DAY, Usage
+from infra.cost.node_price import cheapest_spot_zone
 from infra.cost.unit_prices import unit_prices
 from infra.validation import ResolvedCluster
 
@@ -93,13 +94,14 @@ def compare_options(
         )
     else:
         rows.append(row(f"spot, {spec.availability_zone}", None, False, "no spot price"))
-    if spot:
-        cheapest = min(spot, key=lambda z: (spot[z], z))
+    best = cheapest_spot_zone(spec.region, kind, spot, catalog)
+    if best is not None:
+        cheapest, price = best
         name = catalog.zone_name(spec.region, cheapest) or "not in the catalog's AZ mapping"
         rows.append(
             row(
                 f"spot, cheapest AZ ({cheapest})",
-                nodes * spot[cheapest],
+                nodes * price,
                 False,
                 f"{name}; {kind} offered there: "
                 + ("yes" if kind in catalog.offerings.get(spec.region, {}).get(name, ()) else "no"),
