@@ -298,13 +298,15 @@ class GpuNodeGroup(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
     ) -> aws.ec2.Instance:
         # "$Default" keeps a running box through template changes, and a replacement launches
-        # the template's current default version. The provider's Read stores the box's numeric
-        # version instead (flattenInstanceLaunchTemplate), after `pulumi refresh` and after
-        # every in-place update (resourceInstanceUpdate ends with a Read); its CustomizeDiff
-        # then forces a new instance once the default has moved. Ignoring the version makes
-        # the bridge diff the stored value against itself (ApplyIgnoreChanges copies the prior
-        # state's value into the inputs), so no later `up` replaces the box for it; the engine
-        # copies the old input, "$Default" again, into a replacement.
+        # the template's current default version. Once the default has moved past the box's
+        # version, the provider's Read stores the box's numeric version in its place
+        # (flattenInstanceLaunchTemplate reads the aws:ec2launchtemplate:version tag), after
+        # `pulumi refresh` and after every in-place update (resourceInstanceUpdate ends with a
+        # Read); its CustomizeDiff then forces a new instance. With the version ignored the
+        # bridge drops it from the provider's diff (pulumi-terraform-bridge tfbridge/provider.go
+        # Diff -> computeIgnoreChanges; sdk-v2 TransformInstanceDiff -> processIgnoreChanges),
+        # so the planned state keeps the stored value and no later `up` replaces the box for
+        # it; the engine copies the old input, "$Default" again, into a replacement.
         return aws.ec2.Instance(
             child_name(name, node_name(0)),
             launch_template={"id": template["id"], "version": DEFAULT_VERSION},

@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from infra import stack_files as cli_stack_files
 from infra.aws.sweep import Sweeper
-from infra.aws.sweep_kinds import kind_name
+from infra.aws.sweep_kinds import Leftover, kind_name
 from infra.cli import main
 
 REGION = "us-east-1"
@@ -492,3 +492,196 @@ def test_sweep_never_touches_the_data_stack(capsys):
     assert main(["sweep", "--stack", "data"]) == 3
     err = capsys.readouterr().err
     assert "is the data stack" in err and "never touches it" in err
+
+
+@mock_aws
+def test_a_protected_load_balancer_and_groups_that_name_each_other_are_deleted(capsys):
+    """End to end against moto (which enforces neither refusal: the two stub tests below
+    encode AWS's)."""
+    ours = build_controls("train")
+    ec2, elbv2 = boto3.client("ec2", region_name=REGION), boto3.client("elbv2", region_name=REGION)
+    elbv2.modify_load_balancer_attributes(
+        LoadBalancerArn=ours["balancer"],
+        Attributes=[{"Key": "deletion_protection.enabled", "Value": "true"}],
+    )
+    alb, nodes = (
+        ec2.create_security_group(
+            GroupName=f"train-{role}",
+            Description=role,
+            VpcId=ours["vpc"],
+            TagSpecifications=tags("train", "security-group"),
+        )["GroupId"]
+        for role in ("alb", "nodes")
+    )
+    ec2.authorize_security_group_ingress(
+        GroupId=nodes,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 8000,
+                "ToPort": 8000,
+                "UserIdGroupPairs": [{"GroupId": alb}],
+            }
+        ],
+    )
+    ec2.authorize_security_group_egress(
+        GroupId=alb,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 8000,
+                "ToPort": 8000,
+                "UserIdGroupPairs": [{"GroupId": nodes}],
+            }
+        ],
+    )
+    assert main(["sweep", "--stack", "train", "--delete", "--yes"]) == 0, capsys.readouterr()
+    assert full_sweeper("train").find() == []
+
+
+@mock_aws
+def test_a_cluster_never_takes_the_schedules_of_a_cluster_whose_name_it_starts():
+    build_controls("train-b")
+    kinds = {f.kind for f in full_sweeper("train").find()}
+    assert "schedule" not in kinds and "budget" not in kinds
+
+
+@mock_aws
+def test_an_account_without_budgets_is_checked_not_skipped():
+    probe = full_sweeper("train")
+    assert list(probe.cost_budgets()) == []
+
+
+def stubbed(service: str):
+    from botocore.stub import Stubber
+
+    api = boto3.client(
+        service, region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    return api, Stubber(api)
+
+
+def test_a_key_this_caller_cannot_read_is_not_the_stacks_and_does_not_stop_the_listing():
+    kms, stub = stubbed("kms")
+    stub.add_response(
+        "list_keys", {"Keys": [{"KeyId": "other"}, {"KeyId": "ours"}], "Truncated": False}
+    )
+    stub.add_client_error(
+        "list_resource_tags", "AccessDeniedException", expected_params={"KeyId": "other"}
+    )
+    stub.add_response(
+        "list_resource_tags",
+        {"Tags": [{"TagKey": "gpu-cluster:stack", "TagValue": "train"}]},
+        {"KeyId": "ours"},
+    )
+    stub.add_response("describe_key", {"KeyMetadata": {"KeyId": "ours", "KeyState": "Enabled"}})
+    with stub:
+        probe = Sweeper(None, None, None, REGION, "train", kms=kms)
+        assert [f.resource_id for f in probe.kms_keys()] == ["ours"]
+
+
+def test_a_service_linked_role_deletion_that_fails_is_reported_not_claimed():
+    iam, stub = stubbed("iam")
+    stub.add_response("delete_service_linked_role", {"DeletionTaskId": "task-1"})
+    stub.add_response("get_service_linked_role_deletion_status", {"Status": "IN_PROGRESS"})
+    stub.add_response(
+        "get_service_linked_role_deletion_status",
+        {"Status": "FAILED", "Reason": {"Reason": "a group still uses the role"}},
+    )
+    role = "AWSServiceRoleForAutoScaling_train-security"
+    with stub:
+        probe = Sweeper(None, None, None, REGION, "train", iam=iam, poll_delays=(0,))
+        leftover = Leftover("IAM role", role, "/aws-service-role/autoscaling.amazonaws.com/", 0.0)
+        (failure,) = probe.delete_all([leftover])
+    assert "a group still uses the role" in failure[1]
+
+
+def test_a_subnet_still_holding_released_interfaces_is_deleted_once_they_are_gone():
+    ec2, stub = stubbed("ec2")
+    stub.add_client_error("delete_subnet", "DependencyViolation")
+    stub.add_response("delete_subnet", {})
+    with stub:
+        probe = Sweeper(ec2, None, None, REGION, "train", poll_delays=(0, 0))
+        assert probe.delete_all([Leftover("subnet", "subnet-0123456789abcdef0", "", 0.0)]) == []
+    stub.assert_no_pending_responses()
+
+
+def test_errors_name_the_iam_action_that_grants_the_call():
+    from infra.aws import call
+
+    elbv2, stub = stubbed("elbv2")
+    stub.add_client_error("delete_load_balancer", "AccessDenied")
+    with stub, pytest.raises(Exception) as raised:
+        call(elbv2, "elbv2", "DeleteLoadBalancer", LoadBalancerArn="arn:aws:elasticloadbalancing:x")
+    assert "elasticloadbalancing:DeleteLoadBalancer" in str(raised.value)
+
+
+def test_deletion_protection_is_turned_off_before_the_load_balancer_is_deleted():
+    """AWS refuses DeleteLoadBalancer while deletion_protection.enabled is true (moto does not),
+    so the stub expects the attribute change first."""
+    elbv2, stub = stubbed("elbv2")
+    arn = (
+        "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/gpuc-train/"
+        "50dc6c495c0c9188"
+    )
+    stub.add_response(
+        "modify_load_balancer_attributes",
+        {"Attributes": []},
+        {
+            "LoadBalancerArn": arn,
+            "Attributes": [{"Key": "deletion_protection.enabled", "Value": "false"}],
+        },
+    )
+    stub.add_response("delete_load_balancer", {}, {"LoadBalancerArn": arn})
+    with stub:
+        probe = Sweeper(None, None, None, REGION, "train", elbv2=elbv2)
+        probe.delete(Leftover("load balancer", arn, "gpuc-train", 0.0225))
+    stub.assert_no_pending_responses()
+
+
+def test_rules_naming_another_group_are_revoked_before_the_groups_are_deleted():
+    """AWS refuses DeleteSecurityGroup for a group another group's rule names (moto does not)."""
+    ec2, stub = stubbed("ec2")
+    alb, nodes = "sg-0aaaaaaaaaaaaaaaa", "sg-0bbbbbbbbbbbbbbbb"
+    stub.add_response(
+        "describe_security_group_rules",
+        {
+            "SecurityGroupRules": [
+                {
+                    "SecurityGroupRuleId": "sgr-01",
+                    "GroupId": nodes,
+                    "IsEgress": False,
+                    "ReferencedGroupInfo": {"GroupId": alb},
+                },
+                {
+                    "SecurityGroupRuleId": "sgr-02",
+                    "GroupId": alb,
+                    "IsEgress": True,
+                    "ReferencedGroupInfo": {"GroupId": nodes},
+                },
+                {
+                    "SecurityGroupRuleId": "sgr-03",
+                    "GroupId": alb,
+                    "IsEgress": False,
+                    "CidrIpv4": "0.0.0.0/0",
+                },
+            ]
+        },
+    )
+    stub.add_response(
+        "revoke_security_group_ingress",
+        {"Return": True},
+        {"GroupId": nodes, "SecurityGroupRuleIds": ["sgr-01"]},
+    )
+    stub.add_response(
+        "revoke_security_group_egress",
+        {"Return": True},
+        {"GroupId": alb, "SecurityGroupRuleIds": ["sgr-02"]},
+    )
+    stub.add_response("delete_security_group", {}, {"GroupId": alb})
+    stub.add_response("delete_security_group", {}, {"GroupId": nodes})
+    with stub:
+        probe = Sweeper(ec2, None, None, REGION, "train")
+        leftovers = [Leftover("security group", g, "", 0.0) for g in (alb, nodes)]
+        assert probe.delete_all(leftovers) == []
+    stub.assert_no_pending_responses()

@@ -48,8 +48,22 @@ def client(service: str, region: str, session: boto3.Session | None = None) -> A
         raise AwsError(f"cannot reach {service} in region {region!r}: {exc}") from exc
 
 
+# Where the IAM action differs from the client's service and operation name (Service
+# Authorization Reference): Elastic Load Balancing's prefix, and the Budgets actions that
+# grant its read and write calls.
+IAM_PREFIX = {"elbv2": "elasticloadbalancing"}
+IAM_ACTION = {
+    ("budgets", "DescribeBudget"): "ViewBudget",
+    ("budgets", "DescribeBudgets"): "ViewBudget",
+    ("budgets", "DescribeBudgetActionsForBudget"): "ViewBudget",
+    ("budgets", "DeleteBudget"): "ModifyBudget",
+    ("budgets", "DeleteBudgetAction"): "ModifyBudget",
+}
+
+
 def _action(service: str, operation: str) -> str:
-    return f"{service}:{operation}"
+    name = IAM_ACTION.get((service, operation), operation)
+    return f"{IAM_PREFIX.get(service, service)}:{name}"
 
 
 def _snake(operation: str) -> str:

@@ -5,11 +5,12 @@ data stack's key carries the data stack's own tag, and a data stack itself is re
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from infra.aws import UNREACHABLE, call, paginate
+from infra.aws import UNREACHABLE, call, paginate, translated
 from infra.aws.sweep_controls import ControlsSweep
 from infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
 from infra.aws.sweep_network import NetworkSweep
@@ -39,6 +40,8 @@ class Sweeper(NetworkSweep, ControlsSweep):
     sts: Any = None
     account_id: str | None = None  # looked up through sts for the budgets
     cluster: str = ""  # the stack's clusterName (names start with it); default the stack
+    # seconds between checks that an asynchronous delete has ended (about five minutes)
+    poll_delays: tuple[float, ...] = (5, 10, 15, 30, 30, 30, 60, 60, 60)
 
     def __post_init__(self) -> None:
         self.cluster = self.cluster or self.stack
@@ -322,7 +325,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             self.instance_profiles,
             self.roles,
             self.log_groups,
-            self.keys,
+            self.kms_keys,
         )
 
     def find(self) -> list[Leftover]:
@@ -351,28 +354,82 @@ class Sweeper(NetworkSweep, ControlsSweep):
 
     def delete_all(self, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
         """Delete in order, waiting where AWS needs it (terminated instances release their
-        interfaces, deleted NAT gateways their addresses); a failure is reported and the rest
-        goes on."""
+        interfaces, deleted NAT gateways their addresses, deleted groups their service-linked
+        role); a failure is reported and the rest goes on."""
         failures = []
         for kind in dict.fromkeys(leftover.kind for leftover in leftovers):
             batch = [leftover for leftover in leftovers if leftover.kind == kind]
+            if kind == "security group":
+                try:
+                    self.revoke_group_references([leftover.resource_id for leftover in batch])
+                except AwsError as error:
+                    failures += [(leftover, str(error)) for leftover in batch]
+                    continue
+            deleted = []
             for leftover in batch:
                 try:
-                    self.delete(leftover)
+                    self._delete_when_free(leftover)
+                    deleted.append(leftover.resource_id)
                 except AwsError as error:
                     failures.append((leftover, str(error)))
-            self.wait_for(kind, [leftover.resource_id for leftover in batch])
+                except NotImplementedError as error:  # moto's in-process mock without the API
+                    failures.append((leftover, f"this endpoint cannot delete it: {error}"))
+            try:
+                self.wait_for(kind, deleted)
+            except AwsError as error:  # the next kinds say what it still blocks
+                failures.append((batch[0], f"waiting for the {kind} deletion: {error}"))
         return failures
 
+    def _delete_when_free(self, leftover: Leftover) -> None:
+        """Delete; while AWS still holds what uses it (a load balancer's, a file system's or
+        an endpoint's interfaces are released minutes after their delete), try again."""
+        for delay in (*self.poll_delays, None):
+            try:
+                self.delete(leftover)
+                return
+            except AwsError as error:
+                if error.code != "DependencyViolation" or delay is None:
+                    raise
+                time.sleep(delay)
+
     def wait_for(self, kind: str, ids: list[str]) -> None:
+        if not ids:
+            return
+        if kind == "auto scaling group":  # ForceDelete returns first; no botocore waiter
+            self._poll(
+                lambda: [
+                    g
+                    for g in paginate(
+                        self.autoscaling,
+                        "autoscaling",
+                        "DescribeAutoScalingGroups",
+                        "AutoScalingGroups",
+                        AutoScalingGroupNames=ids,
+                    )
+                ],
+                kind,
+            )
+            return
         waiters = {
             "instance": (self.ec2, "instance_terminated", "InstanceIds"),
             "NAT gateway": (self.ec2, "nat_gateway_deleted", "NatGatewayIds"),
-            # a deleted load balancer releases its interfaces in the subnets a while later
             "load balancer": (self.elbv2, "load_balancers_deleted", "LoadBalancerArns"),
         }
-        if kind not in waiters or not ids:
+        if kind not in waiters:
             return
         api, name, key = waiters[kind]
-        if api is not None and name in api.waiter_names:
-            api.get_waiter(name).wait(**{key: ids})
+        if api is None or name not in api.waiter_names:
+            return
+        # one load balancer at a time: the waiter ends at the first LoadBalancerNotFound
+        groups = [[one] for one in ids] if kind == "load balancer" else [ids]
+        for group in groups:
+            with translated(api.meta.service_model.service_name, f"wait {name}"):
+                api.get_waiter(name).wait(**{key: group})
+
+    def _poll(self, still_there: Callable[[], list], kind: str) -> None:
+        for delay in (*self.poll_delays, None):
+            if not still_there():
+                return
+            if delay is None:
+                raise AwsError(f"the {kind} deletion has not finished yet", "DeletionPending")
+            time.sleep(delay)

@@ -11,12 +11,14 @@ stack's tag names that stack only."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
-from infra.aws import call, paginate
+from infra.aws import PERMISSION_ERRORS, call, paginate
 from infra.aws.sweep_kinds import Leftover, has_tag
 from infra.cost.unit_prices import unit_prices
+from infra.errors import AwsError
 
 AUTOSCALING_ROLE_PATH = "/aws-service-role/autoscaling.amazonaws.com/"
 
@@ -34,6 +36,7 @@ class ControlsSweep:
     kms: Any
     sts: Any
     account_id: str | None
+    poll_delays: tuple[float, ...]  # seconds between checks that an asynchronous delete ended
 
     @property
     def prefix(self) -> str:
@@ -52,7 +55,9 @@ class ControlsSweep:
                 Name=entry["Name"],
                 GroupName=entry.get("GroupName", "default"),
             )
-            if schedule.get("Description", "").startswith(f"gpu-cluster {self.cluster}"):
+            # components/stack_cost_controls.py: "gpu-cluster <cluster>-cost: ..." (exact, so
+            # cluster "foo" never takes cluster "foo-bar"'s schedules)
+            if schedule.get("Description", "").startswith(f"gpu-cluster {self.cluster}-cost:"):
                 yield Leftover(
                     "schedule", f"{entry.get('GroupName', 'default')}/{entry['Name']}", "", 0.0
                 )
@@ -97,13 +102,21 @@ class ControlsSweep:
     def cost_budgets(self) -> Iterator[Leftover]:
         if self.budgets is None or self.sts is None:
             return
-        self.account_id = call(self.sts, "sts", "GetCallerIdentity")["Account"]
         name = f"gpu-cluster-{self.stack}"  # components/stack_cost_controls.py
-        for budget in paginate(
-            self.budgets, "budgets", "DescribeBudgets", "Budgets", AccountId=self.account_id
-        ):
-            if budget["BudgetName"] == name:
-                yield Leftover("budget", name, "", 0.0)
+        try:
+            call(
+                self.budgets, "budgets", "DescribeBudget", AccountId=self.account(), BudgetName=name
+            )
+        except AwsError as error:
+            if error.code == "NotFoundException":
+                return
+            raise
+        yield Leftover("budget", name, "", 0.0)
+
+    def account(self) -> str:
+        if self.account_id is None:
+            self.account_id = call(self.sts, "sts", "GetCallerIdentity")["Account"]
+        return self.account_id
 
     def instance_profiles(self) -> Iterator[Leftover]:
         if self.iam is None:
@@ -129,17 +142,24 @@ class ControlsSweep:
             if has_tag(tags, self.stack):
                 yield Leftover("IAM role", name, role.get("Path", "/"), 0.0)
 
-    def keys(self) -> Iterator[Leftover]:
+    def kms_keys(self) -> Iterator[Leftover]:
         if self.kms is None:
             return
         monthly = unit_prices(self.region)["kms_key_month"]
         hours = unit_prices(self.region).hours_per_month
         for key in paginate(self.kms, "kms", "ListKeys", "Keys"):
-            tags = call(self.kms, "kms", "ListResourceTags", KeyId=key["KeyId"]).get("Tags", [])
-            as_pairs = [{"Key": t["TagKey"], "Value": t["TagValue"]} for t in tags]
+            try:
+                tags = call(self.kms, "kms", "ListResourceTags", KeyId=key["KeyId"])
+                metadata = call(self.kms, "kms", "DescribeKey", KeyId=key["KeyId"])["KeyMetadata"]
+            except AwsError as error:
+                # another tool's key whose policy keeps this caller out: not this stack's key,
+                # whose policy gives the account full access (components/policies.py)
+                if error.code in PERMISSION_ERRORS:
+                    continue
+                raise
+            as_pairs = [{"Key": t["TagKey"], "Value": t["TagValue"]} for t in tags.get("Tags", [])]
             if not has_tag(as_pairs, self.stack):
                 continue
-            metadata = call(self.kms, "kms", "DescribeKey", KeyId=key["KeyId"])["KeyMetadata"]
             if metadata.get("KeyState") in ("PendingDeletion", "PendingReplicaDeletion"):
                 continue
             yield Leftover(
@@ -166,20 +186,42 @@ class ControlsSweep:
             call(self.events, "events", "DeleteRule", Name=key)
         elif kind == "topic":
             call(self.sns, "sns", "DeleteTopic", TopicArn=key)
-        elif kind == "budget":
-            call(self.budgets, "budgets", "DeleteBudget", AccountId=self.account_id, BudgetName=key)
+        elif kind == "budget":  # DeleteBudget removes notifications and subscribers, not actions
+            for action in self._budget_actions(key):
+                call(
+                    self.budgets,
+                    "budgets",
+                    "DeleteBudgetAction",
+                    AccountId=self.account(),
+                    BudgetName=key,
+                    ActionId=action["ActionId"],
+                )
+            call(self.budgets, "budgets", "DeleteBudget", AccountId=self.account(), BudgetName=key)
         elif kind == "instance profile":
             self._empty_profile(key)
             call(self.iam, "iam", "DeleteInstanceProfile", InstanceProfileName=key)
         elif kind == "IAM role":
             self._delete_role(key, leftover.detail)
-        elif kind == "KMS key":
-            for alias in call(self.kms, "kms", "ListAliases", KeyId=key).get("Aliases", []):
-                call(self.kms, "kms", "DeleteAlias", AliasName=alias["AliasName"])
+        elif kind == "KMS key":  # its alias goes with the key (and comes back if cancelled)
             call(self.kms, "kms", "ScheduleKeyDeletion", KeyId=key, PendingWindowInDays=30)
         else:
             return False
         return True
+
+    def _budget_actions(self, budget: str) -> list[dict[str, Any]]:
+        try:
+            return list(
+                paginate(
+                    self.budgets,
+                    "budgets",
+                    "DescribeBudgetActionsForBudget",
+                    "Actions",
+                    AccountId=self.account(),
+                    BudgetName=budget,
+                )
+            )
+        except NotImplementedError:  # an emulator without budget actions holds none
+            return []
 
     def _empty_profile(self, name: str) -> None:
         profile = call(self.iam, "iam", "GetInstanceProfile", InstanceProfileName=name)
@@ -194,7 +236,9 @@ class ControlsSweep:
 
     def _delete_role(self, name: str, path: str) -> None:
         if path.startswith("/aws-service-role/"):
-            call(self.iam, "iam", "DeleteServiceLinkedRole", RoleName=name)
+            # asynchronous, and refused while Auto Scaling still has a group using the role
+            task = call(self.iam, "iam", "DeleteServiceLinkedRole", RoleName=name)
+            self._wait_role_deleted(task["DeletionTaskId"])
             return
         for profile in paginate(
             self.iam, "iam", "ListInstanceProfilesForRole", "InstanceProfiles", RoleName=name
@@ -213,3 +257,16 @@ class ControlsSweep:
         for policy in paginate(self.iam, "iam", "ListRolePolicies", "PolicyNames", RoleName=name):
             call(self.iam, "iam", "DeleteRolePolicy", RoleName=name, PolicyName=policy)
         call(self.iam, "iam", "DeleteRole", RoleName=name)
+
+    def _wait_role_deleted(self, task: str) -> None:
+        for delay in (*self.poll_delays, 0):
+            status = call(
+                self.iam, "iam", "GetServiceLinkedRoleDeletionStatus", DeletionTaskId=task
+            )
+            if status["Status"] == "SUCCEEDED":
+                return
+            if status["Status"] == "FAILED":
+                reason = status.get("Reason", {}).get("Reason", "no reason given")
+                raise AwsError(f"iam:DeleteServiceLinkedRole failed: {reason}", "DeletionFailed")
+            time.sleep(delay)
+        raise AwsError("iam:DeleteServiceLinkedRole is still in progress", "DeletionPending")

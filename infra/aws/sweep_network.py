@@ -76,10 +76,40 @@ class NetworkSweep:
         ):
             yield Leftover("VPC", vpc["VpcId"], vpc.get("CidrBlock", ""), 0.0)
 
+    def revoke_group_references(self, group_ids: list[str]) -> None:
+        """Security groups that name each other (load balancer -> nodes, nodes <- load
+        balancer) cannot be deleted while the other's rule exists: revoke such rules first."""
+        if not group_ids:
+            return
+        rules = paginate(
+            self.ec2,
+            "ec2",
+            "DescribeSecurityGroupRules",
+            "SecurityGroupRules",
+            Filters=[{"Name": "group-id", "Values": group_ids}],
+        )
+        referencing: dict[tuple[str, bool], list[str]] = {}
+        for rule in rules:
+            if rule.get("ReferencedGroupInfo"):
+                key = (rule["GroupId"], bool(rule.get("IsEgress")))
+                referencing.setdefault(key, []).append(rule["SecurityGroupRuleId"])
+        for (group, egress), ids in referencing.items():
+            operation = "RevokeSecurityGroupEgress" if egress else "RevokeSecurityGroupIngress"
+            call(self.ec2, "ec2", operation, GroupId=group, SecurityGroupRuleIds=ids)
+
     def delete_network(self, leftover: Leftover) -> bool:
         """Delete one network leftover; False when the kind is not a network kind."""
         ec2, elbv2, kind, key = self.ec2, self.elbv2, leftover.kind, leftover.resource_id
         if kind == "load balancer":  # its listeners go with it
+            # a serving stack turns deletion protection on, and DeleteLoadBalancer refuses
+            # a protected load balancer
+            call(
+                elbv2,
+                "elbv2",
+                "ModifyLoadBalancerAttributes",
+                LoadBalancerArn=key,
+                Attributes=[{"Key": "deletion_protection.enabled", "Value": "false"}],
+            )
             call(elbv2, "elbv2", "DeleteLoadBalancer", LoadBalancerArn=key)
         elif kind == "target group":
             call(elbv2, "elbv2", "DeleteTargetGroup", TargetGroupArn=key)

@@ -153,12 +153,14 @@ REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
         "certificateArn",
         "validationRecordFqdns",
     ),
-    # type and set_identifier update in place (aws_route53_record: ChangeResourceRecordSets
-    # deletes and creates the record set in one change batch)
+    # type and set_identifier update in place (route53/record.go resourceRecordUpdate: one
+    # DELETE+CREATE change batch); provider 6.x briefly forced a new record on type
+    # (hashicorp/terraform-provider-aws#43500), reverted by #47105
     "aws:route53/record:Record": ("zoneId", "name"),
     "aws:sns/topicSubscription:TopicSubscription": ("topic", "protocol", "endpoint"),
-    "aws:budgets/budgetAction:BudgetAction": ("accountId", "budgetName"),
-    "aws:costexplorer/costAllocationTag:CostAllocationTag": ("tagKey",),
+    "aws:budgets/budgetAction:BudgetAction": ("accountId", "actionType", "budgetName"),
+    # a new tagKey activates that key in place (ce/cost_allocation_tag.go; the old one stays on)
+    "aws:costexplorer/costAllocationTag:CostAllocationTag": (),
     "aws:ebs/encryptionByDefault:EncryptionByDefault": (),
     "aws:ebs/snapshotBlockPublicAccess:SnapshotBlockPublicAccess": (),
     "aws:sns/topicPolicy:TopicPolicy": ("arn",),
@@ -187,7 +189,8 @@ def _decreased(old: object, new: object) -> bool:
 
 # Inputs that replace the resource only for some changes (the provider's CustomizeDiff).
 REPLACE_WHEN: dict[str, dict[str, Callable[[object, object], bool]]] = {
-    # fsx/lustre_file_system.go: a smaller storage_capacity forces a new file system (Lustre
-    # only grows in place), and a new file system starts empty
+    # fsx/lustre_file_system.go resourceLustreFileSystemStorageCapacityCustomizeDiff: a smaller
+    # storage_capacity forces a new file system (PERSISTENT_2 only grows in place; SCRATCH_1,
+    # which this project does not create, replaces on any change), and it starts empty
     "aws:fsx/lustreFileSystem:LustreFileSystem": {"storageCapacity": _decreased},
 }
