@@ -79,6 +79,9 @@ class CostControls:
     alert_emails: tuple[str, ...] = ()
     # why the nodes stop at expires_at: the stack's expiresAt, or the end of its Capacity Block
     expiry_reason: str = "expiresAt"
+    # the capacity bills whether nodes run or not (a Capacity Block, a created reservation):
+    # stopping nodes frees them, it does not stop the bill
+    prepaid: bool = False
 
     @property
     def alerts(self) -> bool:
@@ -87,15 +90,18 @@ class CostControls:
 
     def describe(self) -> list[str]:
         lines = []
+        bills_anyway = " (the capacity bills anyway: this stops nodes, not the bill)"
         if self.idle_stop:
             lines.append(
                 f"idle stop after {self.idle_stop.minutes} min under "
                 f"{self.idle_stop.below_percent:g}% GPU utilization"
+                + (bills_anyway if self.prepaid else "")
             )
         if self.schedule:
             s = self.schedule
             lines.append(
                 f"runs {s.days} {s.start}-{s.stop} {s.timezone} (~{s.hours_per_day():g} h/day)"
+                + (bills_anyway if self.prepaid else "")
             )
         if self.expires_at:
             lines.append(f"nodes stop at {self.expires_at:%Y-%m-%dT%H:%MZ} (maximum lifetime)")

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from infra.outcome import AWS, INPUT, OK, CommandError, from_exception, report
+from infra.outcome import AWS, INPUT, OK, USAGE, CommandError, from_exception, report
 from infra.overrides import add_override_options
 
 EXIT_CONFIG = INPUT  # kept for callers of the old name
@@ -47,7 +47,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from infra.audit.command import run_audit
 
-    return run_audit(args.stack, args.json)
+    return run_audit(args.stack, args.json, args.overrides)
 
 
 def cmd_catalog_list(args: argparse.Namespace) -> int:
@@ -257,7 +257,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
-    from infra.cost.model import estimate_cluster, estimate_data, estimate_serving
+    from infra.cost.model import estimate_cluster, estimate_data, estimate_serving, scheduled_usage
     from infra.outcome import load_stack_spec
     from infra.stack_files import available_stacks, project_root
     from infra.validation import ResolvedCluster
@@ -269,61 +269,69 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         except CommandError as error:
             rows.append({"stack": stack, "error": str(error).splitlines()[0]})
             continue
+        usage = scheduled_usage(spec)  # as `gpuc plan` and `gpuc cost` price it
         if isinstance(spec, ResolvedCluster) and spec.inference is not None:
             serving = spec.inference
-            rows.append(
-                {
-                    "stack": stack,
-                    "stage": spec.tags.get("stage", "inference"),
-                    "instanceType": spec.facts.instance_type,
-                    "nodes": f"{serving.min_nodes}-{serving.max_nodes}",
-                    "gpus": spec.facts.gpus * serving.min_nodes,
-                    "purchaseOption": spec.purchase_option,
-                    "usdPerHour": round(estimate_serving(spec).hourly_usd, 2),  # at the minimum
-                }
-            )
+            estimate = estimate_serving(spec, usage)  # at the minimum
+            row = {
+                "stage": spec.tags.get("stage", "inference"),
+                "instanceType": spec.facts.instance_type,
+                "nodes": f"{serving.min_nodes}-{serving.max_nodes}",
+                "gpus": spec.facts.gpus * serving.min_nodes,
+                "purchaseOption": spec.purchase_option,
+            }
         elif isinstance(spec, ResolvedCluster):
-            rows.append(
-                {
-                    "stack": stack,
-                    "stage": spec.tags.get("stage", "-"),
-                    "instanceType": spec.facts.instance_type,
-                    "nodes": spec.node_count,
-                    "gpus": spec.total_gpus,
-                    "purchaseOption": spec.purchase_option,
-                    "usdPerHour": round(estimate_cluster(spec).hourly_usd, 2),
-                }
-            )
+            estimate = estimate_cluster(spec, usage)
+            row = {
+                "stage": spec.tags.get("stage", "-"),
+                "instanceType": spec.facts.instance_type,
+                "nodes": spec.node_count,
+                "gpus": spec.total_gpus,
+                "purchaseOption": spec.purchase_option,
+            }
         else:
-            hourly = estimate_data(spec).hourly_usd
-            rows.append({"stack": stack, "stage": "data", "usdPerHour": round(hourly, 4)})
+            estimate = estimate_data(spec, usage)
+            row = {"stage": "data"}
+        rows.append(
+            {
+                "stack": stack,
+                **row,
+                "usdPerHour": round(estimate.hourly_usd, 4 if row["stage"] == "data" else 2),
+                "usdPerMonth": round(estimate.monthly_usd, 2),
+                "hoursPerDay": usage.hours_per_day,
+                "prepaid": estimate.prepaid,
+            }
+        )
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return OK
     print(
         f"{'stack':<14}{'stage':<12}{'type':<18}{'nodes':>6}{'GPUs':>7}  {'bought':<22}{'$/h':>10}"
+        f"{'$/month':>12}"
     )
     for row in rows:
         if "error" in row:
             print(f"{row['stack']:<14}{row['error']}")
             continue
+        note = " + block (prepaid)" if row["prepaid"] else ""
+        note += f" at {row['hoursPerDay']:g} h/day" if row["hoursPerDay"] != 24 else ""
         print(
             f"{row['stack']:<14}{row['stage']:<12}{row.get('instanceType', '-'):<18}"
             f"{row.get('nodes', 0):>6}{row.get('gpus', 0):>7g}  "
             f"{row.get('purchaseOption', '-'):<22}"
-            f"{row['usdPerHour']:>10,.2f}"
+            f"{row['usdPerHour']:>10,.2f}{row['usdPerMonth']:>12,.0f}{note}"
         )
     return OK
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
     from infra.cost.command import run_cost
-    from infra.cost.model import Usage
+    from infra.cost.model import DAYS_PER_MONTH, Usage
 
     usage = Usage(
         hours_per_day=24.0 if args.hours_per_day is None else args.hours_per_day,
-        days_per_month=args.days_per_month,
+        days_per_month=DAYS_PER_MONTH if args.days_per_month is None else args.days_per_month,
         dataset_gb=args.dataset_gb,
         flow_log_gb_per_month=args.flow_log_gb,
         trail_events_millions=args.trail_events_millions,
@@ -334,7 +342,9 @@ def cmd_cost(args: argparse.Namespace) -> int:
         savings_plan_3y=args.savings_plan_3y,
     )
     follow_schedule = args.hours_per_day is None
-    return run_cost(args.stack, usage, args.json, args.quote_capacity_block, follow_schedule)
+    return run_cost(
+        args.stack, usage, args.json, args.quote_capacity_block, follow_schedule, args.overrides
+    )
 
 
 def cmd_block_offerings(args: argparse.Namespace) -> int:
@@ -384,7 +394,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         fsx_tib=args.fsx_tib or defaults["fsx_tib"],
         fsx_deployment=defaults["fsx_deployment"],
     )
-    return run_estimate(args.stack, work, args.json)
+    return run_estimate(args.stack, work, args.json, args.overrides, args.claims)
 
 
 def bounded(low: float, high: float, name: str):
@@ -403,9 +413,9 @@ def bounded(low: float, high: float, name: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="gpuc", description="gpu-cluster: GPU clusters on AWS")
+    root = Parser(prog="gpuc", description="gpu-cluster: GPU clusters on AWS")
     root.add_argument("--version", action="version", version=f"gpuc {package_version()}")
-    sub = root.add_subparsers(dest="command")
+    sub = root.add_subparsers(dest="command", parser_class=Parser)
     plan = sub.add_parser("plan", help="plan a stack offline (no Pulumi CLI, no credentials)")
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
@@ -428,6 +438,7 @@ def parser() -> argparse.ArgumentParser:
     resume.add_argument("--stack", "-s", required=True)
     resume.set_defaults(func=cmd_resume)
     audit = sub.add_parser("audit", help="the security controls over a stack's plan (offline)")
+    add_override_options(audit)
     audit.add_argument("--stack", "-s", required=True, help="stack: stacks/Pulumi.<stack>.yaml")
     audit.add_argument("--json", action="store_true", help="one object per control")
     audit.set_defaults(func=cmd_audit)
@@ -451,6 +462,7 @@ def parser() -> argparse.ArgumentParser:
     stacks.add_argument("--json", action="store_true")
     stacks.set_defaults(func=cmd_stacks)
     cost = sub.add_parser("cost", help="a stack's cost, line by line, and every way to buy it")
+    add_override_options(cost)
     cost.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     cost.add_argument(
         "--hours-per-day",
@@ -461,8 +473,8 @@ def parser() -> argparse.ArgumentParser:
     cost.add_argument(
         "--days-per-month",
         type=bounded(0, 31, "--days-per-month"),
-        default=30.0,
-        help="days a month the stack exists (default 30)",
+        default=None,
+        help="days a month the stack exists (default: all of a 730-hour month)",
     )
     cost.add_argument("--dataset-gb", type=bounded(0, 1e9, "--dataset-gb"), help="data in S3")
     cost.add_argument(
@@ -509,6 +521,7 @@ def parser() -> argparse.ArgumentParser:
     buy.add_argument("--yes", action="store_true", help="confirm: the block cannot be cancelled")
     buy.set_defaults(func=cmd_block_purchase)
     estimate = sub.add_parser("estimate", help="what bounds a training step, what an epoch costs")
+    add_override_options(estimate)
     estimate.add_argument("--stack", "-s", required=True)
     estimate.add_argument(
         "--model-params",
@@ -525,7 +538,12 @@ def parser() -> argparse.ArgumentParser:
     estimate.add_argument("--tokens-per-step", type=bounded(1, 1e12, "--tokens-per-step"))
     estimate.add_argument("--bytes-per-token", type=bounded(1, 16, "--bytes-per-token"))
     estimate.add_argument("--mfu", type=bounded(0.01, 1, "--mfu"), help="model FLOPs utilisation")
-    estimate.add_argument("--fsx-tib", type=bounded(1.2, 1e5, "--fsx-tib"))
+    estimate.add_argument("--fsx-tib", type=bounded(1.17, 1e5, "--fsx-tib"))
+    estimate.add_argument(
+        "--claims",
+        action="store_true",
+        help="also recompute the transfer-time figures quoted in the project's issue tracker",
+    )
     estimate.add_argument("--json", action="store_true")
     estimate.set_defaults(func=cmd_estimate)
     prices = sub.add_parser("prices", help="the bundled GPU price snapshot")
@@ -560,21 +578,60 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
+class UsageError(Exception):
+    """An argparse refusal, raised instead of printed so `--json` can answer it as JSON."""
+
+    def __init__(self, usage: str, message: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(self.format_usage(), f"{self.prog}: error: {message}")
+
+
+def parse(root: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Arguments; an unknown flag is reported with its own subcommand's usage."""
+    args, unknown = root.parse_known_args(argv)
+    if unknown:
+        commands = next(
+            a for a in root._actions if isinstance(a, argparse._SubParsersAction)
+        ).choices
+        command = commands.get(getattr(args, "command", None) or "", root)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
     root = parser()
-    args = root.parse_args(argv)
-    if args.command is None:  # plain `gpuc`: say what it can do
-        root.print_help()
-        return OK
+    code = OK
     try:
-        return args.func(args)
+        try:
+            args = parse(root, argv)
+        except UsageError as error:
+            if not as_json:
+                sys.stderr.write(error.usage + str(error) + "\n")
+                return USAGE
+            return report(CommandError(USAGE, str(error)), True)
+        if args.command is None:  # plain `gpuc`: say what it can do
+            root.print_help()
+            return OK
+        try:
+            return args.func(args)
+        except BrokenPipeError:
+            raise
+        except Exception as error:
+            if os.environ.get("GPUC_DEBUG") and not isinstance(error, CommandError):
+                raise
+            failure = from_exception(error)
+            code = failure.code
+            return report(failure, as_json)
     except BrokenPipeError:  # `gpuc ... | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return OK
-    except Exception as error:
-        if os.environ.get("GPUC_DEBUG") and not isinstance(error, CommandError):
-            raise
-        return report(from_exception(error), getattr(args, "json", False))
+        return code
 
 
 if __name__ == "__main__":

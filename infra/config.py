@@ -11,10 +11,11 @@ import pulumi
 from pydantic import BaseModel, ValidationError
 
 from infra.errors import NOT_SET, ConfigError, Problem
+from infra.examples import whole_number_example
 from infra.namespaces import namespace_problems
 from infra.secrets_config import secret_names
 from infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
-from infra.suggest import suggest
+from infra.suggest import closest, suggest
 
 REGION_KEY = "aws:region"
 NESTED_KEYS: dict[str, frozenset[str]] = {
@@ -113,6 +114,35 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
     return raw, problems
 
 
+# Other names for the same choice, where the nearest spelling would mean something else
+# (amd64 is x86_64, not arm64).
+SAME_MEANING = {
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "x86-64": "x86_64",
+    "intel": "x86_64",
+    "aarch64": "arm64",
+    "graviton": "arm64",
+    "bridged": "bridge",
+}
+
+
+def unknown_key_fix(loc: tuple[Any, ...], unknown: str, known: Any, value: Any) -> str:
+    """Remove the key; where a known key is clearly meant, set it to the value given."""
+    path = config_path(loc).split(":", 1)[1]
+    flag = " --path" if len(loc) > 1 else ""
+    remove = f"pulumi config rm{flag} {path}"
+    meant = closest(unknown, known)
+    if meant is None:
+        return remove
+    hint = suggest(unknown, known)
+    if isinstance(value, dict | list) or " " in str(value) or value in (None, ""):
+        return f"{hint}{remove}, then set {meant} (its value was not moved)"
+    renamed = path[: len(path) - len(unknown)] + meant
+    text = "true" if value is True else "false" if value is False else str(value)
+    return f"{hint}{remove} && pulumi config set{flag} {renamed} {text}"
+
+
 def _allowed(error: dict[str, Any]) -> str:
     kind, ctx = error["type"], error.get("ctx", {})
     if kind == "literal_error":
@@ -147,13 +177,21 @@ def _example(error: dict[str, Any]) -> str:
     """A value that would pass, for the fix line."""
     kind, ctx = error["type"], error.get("ctx", {})
     if kind == "literal_error":
-        return str(ctx.get("expected", "<value>")).replace(" or ", ",").split(",")[0].strip(" '")
+        choices = [
+            c.strip(" '")
+            for c in str(ctx.get("expected", "<value>")).replace(" or ", ",").split(",")
+        ]
+        given = str(error.get("input", ""))
+        meant = SAME_MEANING.get(given.lower())
+        if meant in choices:
+            return meant
+        return closest(given, choices) or choices[0]
     if kind in ("greater_than_equal", "less_than_equal"):
         return str(ctx.get("ge", ctx.get("le")))
     if kind == "greater_than" or kind.startswith("float"):
         return "12.5"
     if kind.startswith("bool"):
-        return "true"
+        return str(ctx.get("meant", "true"))
     if kind == "value_error":
         return "4"
     return "<value>"
@@ -183,7 +221,7 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
                     received=item["input"],
                     problem=f"unknown key '{unknown}'",
                     allowed=", ".join(sorted(known)),
-                    fix=f"{suggest(unknown, known)}remove it or rename it to a known key",
+                    fix=unknown_key_fix(loc, unknown, known, item["input"]),
                 )
             )
         elif kind == "missing" and loc == ("region",):
@@ -210,13 +248,28 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
             )
         else:
             received = original_value(raw, loc, item.get("input", NOT_SET))
+            example = (
+                whole_number_example(loc, received) if kind == "value_error" else _example(item)
+            )
+            fix = set_command(loc, example)
+            if kind == "list_type" and isinstance(received, str) and len(loc) > 1:
+                # a string where a list belongs: that string as the list's one item
+                path = config_path(loc).split(":", 1)[1]
+                fix = (
+                    f"pulumi config rm --path {path} && "
+                    f"pulumi config set --path {path}[0] {received}"
+                )
             problems.append(
                 Problem(
                     path=config_path(loc),
                     received=received,
                     problem=item["msg"].removeprefix("Value error, "),
-                    allowed=_allowed(item),
-                    fix=set_command(loc, _example(item)),
+                    allowed=(
+                        f"a whole number written with digits, e.g. {example}"
+                        if kind == "value_error"
+                        else _allowed(item)
+                    ),
+                    fix=fix,
                 )
             )
     return problems
@@ -268,12 +321,14 @@ def load_spec(config: Mapping[str, str], stack: str):
     from infra.validation import resolve
 
     spec, problems, dropped = parse_spec(config)
-    if spec is not None and "role" not in dropped:  # without a role, meaning checks would guess
+    # without a role, or with the inference settings dropped for a mistake, meaning checks
+    # would check the stack as something it is not (a cluster needs one zone, ...)
+    if spec is not None and not {"role", "inference"} & dropped:
         resolved, meaning = resolve(spec, stack, known_stacks=local_stacks())
         problems += [p for p in meaning if not _is_about(p, dropped)]
         if not problems:
             return resolved
-    raise ConfigError(stack, problems)
+    raise ConfigError(stack, problems, dict(config))
 
 
 def load_from_pulumi():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ class Problem:
     allowed: str
     fix: str
 
-    def render(self, stack: str = "<stack>") -> str:
+    def render(self, stack: str = "<stack>", config: dict[str, str] | None = None) -> str:
         received = self.received if self.received == NOT_SET else repr(self.received)
         text = (
             f"  - {self.path}: {self.problem}\n"
@@ -30,41 +29,61 @@ class Problem:
             f"      allowed:  {self.allowed}\n"
             f"      fix:      {self.fix}"
         )
-        yaml = yaml_fix(self.fix)
+        yaml = yaml_fix(self.fix, config)
         if yaml:
-            text += f"\n      or in stacks/Pulumi.{stack}.yaml: {yaml}"
+            lines = yaml.splitlines()
+            text += f"\n      or in stacks/Pulumi.{stack}.yaml: {lines[0]}"
+            text += "".join(f"\n        and: {line}" for line in lines[1:])
         return text
 
 
-SET_COMMAND = re.compile(r"^pulumi config set( --path)? (\S+) (\S+)")
-RM_COMMAND = re.compile(r"^pulumi config rm( --path)? (\S+)")
+def yaml_fix(fix: str, config: dict[str, str] | None = None) -> str | None:
+    """The stack-file form of a `pulumi config set/rm` fix (the offline user has no CLI): with
+    the stack's config, each changed key's whole new value (a mapping with its other fields
+    kept), one line per key; `delete <key>` for a key the fix removes."""
+    from infra.fixes import actionable, apply_fix, commands
+    from infra.overrides import typed
+    from infra.pulumi_yaml import flow, top_level
 
-
-def yaml_fix(fix: str) -> str | None:
-    """The stack-file form of a `pulumi config set/rm` fix (the offline user has no CLI)."""
-    if match := SET_COMMAND.match(fix):
-        path, value = match.group(2), match.group(3)
-        if value.startswith("<"):
+    if config is not None and actionable(fix):
+        try:
+            after = apply_fix(config, fix)
+        except Exception:  # a fix the CLI itself would refuse: no stack-file form
             return None
-        head, *rest = path.split(".")
+        lines = [
+            f"delete {key}" if key not in after else f"{key}: {top_level(after[key])}"
+            for key in sorted(set(config) | set(after))
+            if config.get(key) != after.get(key)
+        ]
+        return "\n".join(lines) or None
+    lines = []
+    for command in commands(fix):
+        head, *rest = command["key"].split(".")
         key = head if ":" in head else f"{PROJECT}:{head}"
-        if not rest:
-            return f"{key}: {value}"
-        return f"{key}: {{{': {'.join(rest)}: {value}{'}' * len(rest)}"
-    if match := RM_COMMAND.match(fix):
-        head, *rest = match.group(2).split(".")
-        key = head if ":" in head else f"{PROJECT}:{head}"
-        return f"delete {'.'.join([key, *rest])}"
-    return None
+        if command["verb"] == "rm":
+            lines.append(f"delete {'.'.join([key, *rest])}")
+            continue
+        value = command["value"]
+        if not value or value.startswith("<") or "[" in command["key"]:
+            return None
+        value = flow(typed(value)) if rest else top_level(value)
+        nested = f"{': {'.join(rest)}: {value}{'}' * len(rest)}" if rest else value
+        lines.append(f"{key}: {{{nested}" if rest else f"{key}: {nested}")
+    return "\n".join(lines) or None
 
 
 class ConfigError(pulumi.RunError):
     """Raised with every problem at once; Pulumi prints a RunError without a traceback."""
 
-    def __init__(self, stack: str, problems: list[Problem]) -> None:
+    def __init__(
+        self, stack: str, problems: list[Problem], config: dict[str, str] | None = None
+    ) -> None:
         self.stack = stack
         self.problems = problems
-        super().__init__(render_problems(stack, problems, self.header(stack, len(problems))))
+        self.config = config
+        super().__init__(
+            render_problems(stack, problems, self.header(stack, len(problems)), config)
+        )
 
     @staticmethod
     def header(stack: str, count: int) -> str:
@@ -74,8 +93,10 @@ class ConfigError(pulumi.RunError):
         )
 
 
-def render_problems(stack: str, problems: list[Problem], header: str) -> str:
-    return "\n".join([header, *(problem.render(stack) for problem in problems)])
+def render_problems(
+    stack: str, problems: list[Problem], header: str, config: dict[str, str] | None = None
+) -> str:
+    return "\n".join([header, *(problem.render(stack, config) for problem in problems)])
 
 
 class AwsError(RuntimeError):

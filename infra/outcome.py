@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from infra.errors import AwsError, ConfigError
@@ -66,21 +67,22 @@ def report(error: CommandError, as_json: bool, out: TextIO | None = None) -> int
     return error.code
 
 
-def load_stack_spec(stack: str):
-    """The stack's resolved spec, or a CommandError (INPUT) saying what is wrong."""
+def load_stack_spec(stack: str, overrides: Sequence[tuple[str, str]] = ()):
+    """The stack's resolved spec (with --set/--set-path overrides), or a CommandError (INPUT)
+    saying what is wrong."""
     from infra.config import load_spec
-    from infra.stack_files import load_stack_config
+    from infra.overrides import stack_config
 
     try:
-        return load_spec(load_stack_config(stack), stack)
+        return load_spec(stack_config(stack, overrides), stack)
     except Exception as error:
         raise from_exception(error) from error
 
 
-def load_cluster_spec(stack: str):
+def load_cluster_spec(stack: str, overrides: Sequence[tuple[str, str]] = ()):
     from infra.validation import ResolvedCluster
 
-    spec = load_stack_spec(stack)
+    spec = load_stack_spec(stack, overrides)
     if not isinstance(spec, ResolvedCluster):
         raise CommandError(INPUT, f"stack '{stack}' has no GPU nodes (role: data)")
     return spec

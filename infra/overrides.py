@@ -18,7 +18,8 @@ from infra.outcome import USAGE, CommandError
 from infra.spec import PROJECT
 
 SEGMENT = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
-INTEGER = re.compile(r"^-?(0|[1-9][0-9]*)$")
+INTEGER = re.compile(r"^[-+]?[0-9]+$")
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 Path = list[str | int]
 
 
@@ -65,10 +66,14 @@ def parse_path(path: str) -> Path:
 
 
 def typed(value: str) -> Any:
-    """What `pulumi config set --path` stores: booleans and integers typed, else a string."""
+    """What `pulumi config set --path` stores (pkg/cmd/pulumi/config, Map.Set -> coerce):
+    exactly true/false a boolean; a value of more than one character starting with 0 a string;
+    else an integer if strconv.ParseInt(value, 10, 64) (or ParseUint) takes it; else a string."""
     if value in ("true", "false"):
         return value == "true"
-    if INTEGER.match(value):
+    if len(value) > 1 and value.startswith("0"):
+        return value
+    if INTEGER.match(value) and INT64_MIN <= int(value) <= UINT64_MAX:
         return int(value)
     return value
 

@@ -20,7 +20,7 @@ from components.quotas import quotas_needed
 from components.serving_stack import ServingStack, ServingStackArgs
 from components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
 from infra.config import load_from_pulumi
-from infra.cost.model import estimate_cluster, estimate_serving, is_gpu_line
+from infra.cost.model import estimate_cluster, estimate_serving, is_gpu_line, scheduled_usage
 from infra.errors import AwsError, ConfigError, Problem
 from infra.facts import NOT_FOUND_CODES, ReservationFacts
 from infra.secrets_config import secret_value
@@ -152,7 +152,9 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
         ),
     )
     pulumi.export("costControls", spec.cost_controls.describe())
-    estimate = estimate_serving(spec)
+    estimate = estimate_serving(spec, scheduled_usage(spec))
+    pulumi.export("costBasis", estimate.basis)
+    pulumi.export("costPrepaid", estimate.prepaid)
     pulumi.export("totalGpus", spec.facts.gpus * serving.min_nodes)
     pulumi.export("estimatedUsdPerHour", round(estimate.hourly_usd, 2))
     pulumi.export("estimatedUsdPerMonth", round(estimate.monthly_usd, 2))
@@ -237,9 +239,10 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("bucketName", cluster.bucket_name)
     pulumi.export("torchrunCommand", cluster.job_command)
     pulumi.export("vcpuQuotasNeeded", vcpu_quotas(spec))
-    estimate = estimate_cluster(spec)
+    estimate = estimate_cluster(spec, scheduled_usage(spec))  # as `gpuc cost` prices it
     pulumi.export("estimatedUsdPerHour", round(estimate.hourly_usd, 2))
     pulumi.export("estimatedUsdPerMonth", round(estimate.monthly_usd, 2))
+    pulumi.export("costPrepaid", estimate.prepaid)
     pulumi.export(
         "gpuUsdPerHour",
         round(sum(line.usd_per_hour or 0 for line in estimate.lines if is_gpu_line(line)), 2),

@@ -32,13 +32,27 @@ def whole_number(value: Any) -> Any:
 ConfigInt = Annotated[int, BeforeValidator(whole_number)]
 
 
+YAML11_TRUE = ("y", "yes", "on")
+YAML11_FALSE = ("n", "no", "off")
+
+
 def true_or_false(value: Any) -> Any:
     """Config booleans: true or false (YAML booleans, or the strings Pulumi stores them as);
-    not "yes", "on", "1" or 1, which pydantic would otherwise take."""
+    not "yes", "on", "1" or 1, which pydantic would otherwise take. Pulumi's YAML is 1.2
+    (gopkg.in/yaml.v3), where yes/no/on/off are strings, and its Python SDK's get_bool takes
+    only true/True/false/False."""
     if isinstance(value, bool):
         return value
-    if value in ("true", "false"):
-        return value == "true"
+    if value in ("true", "false", "True", "False"):
+        return value in ("true", "True")
+    word = value.lower() if isinstance(value, str) else None
+    if word in YAML11_TRUE + YAML11_FALSE:
+        raise PydanticCustomError(
+            "bool_strict",
+            "Pulumi reads '{word}' as a string, not a boolean (its YAML is 1.2): write true or "
+            "false",
+            {"word": value, "meant": "true" if word in YAML11_TRUE else "false"},
+        )
     raise PydanticCustomError("bool_strict", "expected true or false")
 
 
@@ -46,7 +60,11 @@ ConfigBool = Annotated[bool, BeforeValidator(true_or_false)]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True)
+    # A number where text is expected is the text of its digits, as the program receives it
+    # (`pulumi config set --path ami.release 20261009` stores a number; YAML `cost-center: 1234`).
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, frozen=True, coerce_numbers_to_str=True
+    )
 
 
 class RootVolumeSpec(StrictModel):

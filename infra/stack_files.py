@@ -1,13 +1,14 @@
-"""Read stacks/Pulumi.<stack>.yaml into the flat string map the Pulumi runtime hands a program."""
+"""Read stacks/Pulumi.<stack>.yaml into the flat string map the Pulumi runtime hands a program,
+with Pulumi's YAML reading (infra/pulumi_yaml.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from infra import pulumi_yaml
 from infra.suggest import suggest
 
 PROJECT_FILE = "Pulumi.yaml"
@@ -31,26 +32,10 @@ STACK_FILE_KEYS = frozenset(
 )
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice (lines {seen[key]} and {line})"
-                )
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
 def read_yaml(path: Path) -> Any:
     """A YAML file's document; any way it cannot be read is a StackFileError."""
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+        return pulumi_yaml.load(path.read_text(encoding="utf-8-sig"))  # Pulumi strips a BOM
     except UnicodeDecodeError as error:
         bad = error.object[error.start : error.start + 1]
         raise StackFileError(f"{path} is not UTF-8 text (byte {error.start}: {bad!r})") from None
@@ -91,14 +76,8 @@ def available_stacks(root: Path) -> list[str]:
 
 
 def to_config_value(value: Any) -> str:
-    """Pulumi hands every config value to the program as a string; objects as JSON."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list):
-        return json.dumps(value)
-    return str(value)
+    """The string Pulumi hands the program for a config value (infra/pulumi_yaml.py)."""
+    return pulumi_yaml.config_string(value)
 
 
 def load_stack_config(stack: str, root: Path | None = None) -> dict[str, str]:

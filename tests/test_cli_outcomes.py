@@ -27,10 +27,39 @@ def test_input_errors_share_one_code(capsys, tmp_path, monkeypatch):
     assert "unknown key 'nodez'" in capsys.readouterr().err
 
 
-def test_usage_errors_are_argparses_code():
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["plan"])  # --stack missing
-    assert exit_info.value.code == USAGE
+def test_usage_errors_are_argparses_code(capsys):
+    assert cli.main(["plan"]) == USAGE  # --stack missing
+    assert "gpuc plan: error: the following arguments are required" in capsys.readouterr().err
+
+
+def test_an_unknown_flag_shows_its_own_subcommands_usage(capsys):
+    assert cli.main(["plan", "--stack", "train", "--bogus"]) == USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gpuc plan ") and "unrecognized arguments: --bogus" in err
+
+
+def test_a_usage_error_with_json_is_json(capsys):
+    assert cli.main(["cost", "--stack", "dev", "--json", "--hours-per-day", "30"]) == USAGE
+    document = json.loads(capsys.readouterr().out)
+    assert document["error"]["code"] == USAGE and "--hours-per-day" in document["error"]["message"]
+
+
+@pytest.mark.parametrize("stack", ["train", "nope"])
+def test_json_into_a_closed_pipe_is_not_a_traceback(stack):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    done = subprocess.run(
+        f"{sys.executable} -m infra.cli plan --stack {stack} --json | head -c 1",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
 def test_an_unexpected_exception_is_an_internal_error_message(monkeypatch, capsys):

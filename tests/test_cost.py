@@ -14,7 +14,7 @@ from conftest import ROOT
 from components.catalog import load_catalog
 from infra.config import load_spec
 from infra.cost.compare import BlockQuote, compare_options
-from infra.cost.model import Usage, estimate_cluster, is_gpu_line
+from infra.cost.model import DAYS_PER_MONTH, Usage, estimate_cluster, is_gpu_line
 from infra.stack_files import load_stack_config
 
 DATA = ROOT / "infra" / "data"
@@ -70,7 +70,7 @@ def test_cost_cli_train_8_hours_a_day_acceptance():
     doc = json.loads(result.stdout)
     (gpu,) = [line for line in doc["lines"] if line["item"] == "GPU instances (on-demand)"]
     assert gpu["usdPerDay"] == pytest.approx(4 * 8 * on_demand("us-east-1", "p4d.24xlarge"))
-    assert gpu["usdPerMonth"] == pytest.approx(30 * gpu["usdPerDay"])
+    assert gpu["usdPerMonth"] == pytest.approx(DAYS_PER_MONTH * gpu["usdPerDay"])  # 730 h
     options = {row["option"]: row for row in doc["options"]}
     assert options["on-demand"]["usdPerDay"] == pytest.approx(gpu["usdPerDay"])
     assert options["on-demand"]["savingVsOnDemand"] == 0
@@ -118,7 +118,7 @@ def test_usage_pattern_scales_exactly():
     for line in estimate.lines:
         hours = 24 if line.always_on else 8
         assert line.monthly(usage) == pytest.approx(line.usd_per_hour * hours * 30), line.item
-    full = estimate_cluster(spec)
+    full = estimate_cluster(spec, Usage(days_per_month=30))
     gpu = next(line for line in estimate.lines if is_gpu_line(line))
     assert gpu.monthly(usage) * 3 == pytest.approx(
         next(line for line in full.lines if is_gpu_line(line)).monthly(full.usage)
@@ -173,7 +173,7 @@ def test_stack_owning_its_bucket_pays_for_the_dataset_and_the_data_stack_too():
     doc = json.loads(data.stdout)
     assert doc["options"] == []
     assert doc["total"]["usdPerMonth"] == pytest.approx(
-        (1000 * US_EAST_1["s3_standard_gb_month"] + US_EAST_1["kms_key_month"]) * 24 * 30 / 730
+        1000 * US_EAST_1["s3_standard_gb_month"] + US_EAST_1["kms_key_month"]  # a 730 h month
     )
 
 
@@ -196,7 +196,7 @@ def test_options_side_by_side():
     assert one_year.usd_per_hour == pytest.approx(od * (1 - UNIT["discounts"]["savings_plan_1y"]))
     assert one_year.always_on and one_year.daily == pytest.approx(one_year.usd_per_hour * 24)
     reservation = rows["capacity reservation"]
-    assert reservation.monthly == pytest.approx(od * 24 * 30)
+    assert reservation.monthly == pytest.approx(od * 730)  # a commitment: every hour
     assert reservation.per_gpu_hour_used == pytest.approx(od * 24 / (32 * 8))
     assert rows["on-demand"].per_gpu_hour_used == pytest.approx(od / 32)
 

@@ -65,7 +65,8 @@ def test_estimate_train_7b_acceptance():
     reads = doc["read"]
     assert reads["S3"]["bytesPerSecond"] == pytest.approx(4 * 100e9 / 8)  # 100 Gbps cap each
     assert reads["NVMe RAID"]["bytesPerSecond"] == pytest.approx(4 * 16e9)
-    assert reads["FSx for Lustre"]["bytesPerSecond"] == pytest.approx(1.2 * 200e6)
+    # the project's default file system: 1200 GiB PERSISTENT_2 at 250 MB/s per TiB
+    assert reads["FSx for Lustre"]["bytesPerSecond"] == pytest.approx(1200 / 1024 * 250e6)
     assert doc["workload"]["stepsPerEpoch"] == 62_500  # 1000 GB / 4 B per token / 4e6
     epoch = doc["epoch"]["NVMe RAID"]
     assert epoch["boundBy"] == "compute"
@@ -73,7 +74,8 @@ def test_estimate_train_7b_acceptance():
     assert epoch["usd"] == pytest.approx(epoch["hours"] * doc["usdPerHour"])
     text = gpuc("estimate", "--stack", "train", "--model-params", "7e9")
     assert text.returncode == 0, text.stderr
-    assert "0.420 s" in text.stdout and "16.80 s" in text.stdout and "off;" in text.stdout
+    assert "0.420 s" in text.stdout and "16.80 s" in text.stdout
+    assert "off;" not in text.stdout  # the quoted figures come with --claims only
 
 
 def test_big_gradients_and_small_steps_make_the_all_reduce_the_bound():
@@ -115,3 +117,27 @@ def test_fsx_read_rate_is_size_times_the_throughput_tier():
     doc = report(spec, work)
     assert doc["read"]["FSx for Lustre"]["bytesPerSecond"] == pytest.approx(2400 / 1024 * 1000e6)
     assert doc["workload"]["fsx"] == f"{2400 / 1024:g} TiB PERSISTENT_2_1000"
+
+
+def test_estimate_shows_both_all_reduce_shapes_and_whether_the_model_fits(capsys):
+    from infra import cli
+
+    assert cli.main(["estimate", "--stack", "train", "--model-params", "7e9", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    bf16 = doc["allReduce"]["bf16"]
+    nodes, gpus = 4, 32
+    assert bf16["flatRingSeconds"] / bf16["seconds"] == pytest.approx(
+        (2 * (gpus - 1) / gpus) / (2 * (nodes - 1) / nodes)
+    )
+    memory = doc["memory"]
+    assert memory["per_gpu_gib_replicated"] == pytest.approx(7e9 * 16 / 2**30)
+    assert memory["per_gpu_gib_sharded"] == pytest.approx(7e9 * 16 / 2**30 / gpus)
+    assert not memory["fitsReplicated"] and memory["fitsSharded"]  # 104 GiB vs 40 GiB A100s
+    assert doc["claims"] == []  # the quoted figures only with --claims
+
+
+def test_the_quoted_figures_come_with_a_flag_and_say_where_they_are_from(capsys):
+    from infra import cli
+
+    assert cli.main(["estimate", "--stack", "train", "--model-params", "7e9", "--claims"]) == 0
+    assert "Figures quoted in the project's issue tracker" in capsys.readouterr().out

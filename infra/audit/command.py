@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from infra import stack_files
 from infra.outcome import FINDINGS, OK, from_exception
+from infra.overrides import stack_config
 from infra.plan.engine import Plan, run_plan
 from policy.pack import Finding, audit
 from policy.resources import Res
@@ -31,10 +32,10 @@ def plan_resources(plan: Plan) -> list[Res]:
     ]
 
 
-def audit_stack(stack: str) -> list[Finding]:
+def audit_stack(stack: str, overrides: Sequence[tuple[str, str]] = ()) -> list[Finding]:
     # Planned as `pulumi up` would see it (mock ids and ARNs, no unknowns), so every control
     # can read every value; `pulumi preview --policy-pack` skips a control on an unknown.
-    plan = run_plan(stack, stack_files.load_stack_config(stack), preview=False)
+    plan = run_plan(stack, stack_config(stack, overrides), preview=False)
     if plan.error is not None:
         raise from_exception(plan.error)
     return audit(plan_resources(plan))
@@ -91,8 +92,8 @@ def render_text(stack: str, findings: list[Finding]) -> str:
     return "\n".join(lines)
 
 
-def run_audit(stack: str, as_json: bool) -> int:
-    findings = audit_stack(stack)
+def run_audit(stack: str, as_json: bool, overrides: Sequence[tuple[str, str]] = ()) -> int:
+    findings = audit_stack(stack, overrides)
     if as_json:
         document = {
             "stack": stack,

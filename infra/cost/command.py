@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
+from collections.abc import Sequence
 
 from infra.aws.capacity_blocks import MAX_DAYS_DAILY
 from infra.cost.compare import BlockQuote, compare_options
-from infra.cost.model import Usage, estimate_cluster, estimate_data, estimate_serving, is_gpu_line
+from infra.cost.model import (
+    Usage,
+    estimate_cluster,
+    estimate_data,
+    estimate_serving,
+    is_gpu_line,
+    scheduled_usage,
+)
 from infra.cost.render import cost_json, estimate_text, options_text
 from infra.cost.serving import serving_summary, serving_text
 from infra.errors import AwsError
@@ -32,21 +39,16 @@ def block_hours(days_per_month: float) -> int:
     return 24 * (days if days <= MAX_DAYS_DAILY else days - days % 7)
 
 
-def scheduled_usage(spec: object, usage: Usage) -> Usage:
-    """A stack with working hours bills the hours its schedule runs the nodes."""
-    schedule = spec.cost_controls.schedule if isinstance(spec, ResolvedCluster) else None
-    return replace(usage, hours_per_day=schedule.hours_per_day()) if schedule else usage
-
-
 def run_cost(
     stack: str,
     usage: Usage,
     as_json: bool = False,
     quote_block: bool = False,
     follow_schedule: bool = False,
+    overrides: Sequence[tuple[str, str]] = (),
 ) -> int:
     """``follow_schedule``: no --hours-per-day was given, so the stack's schedule decides."""
-    spec = load_stack_spec(stack)
+    spec = load_stack_spec(stack, overrides)
     if follow_schedule:
         usage = scheduled_usage(spec, usage)
     serving = None

@@ -10,7 +10,7 @@ from components.catalog import Catalog, load_catalog
 from infra.cost.gpu_prices import PriceTable, price_table
 from infra.cost.model import HOURS_PER_DAY, Usage
 from infra.cost.node_price import cheapest_spot_zone
-from infra.cost.unit_prices import unit_prices
+from infra.cost.unit_prices import hours_per_month, unit_prices
 from infra.validation import ResolvedCluster
 
 CAPACITY_BLOCK_QUOTE = "quote with `gpuc capacity-block offerings`"
@@ -39,6 +39,7 @@ class OptionCost:
     hours_per_day: float
     days_per_month: float
     gpus: int
+    committed: bool = False  # a commitment: bills every hour of the month, however few days used
 
     @property
     def daily(self) -> float | None:
@@ -48,13 +49,19 @@ class OptionCost:
 
     @property
     def monthly(self) -> float | None:
-        return None if self.daily is None else self.daily * self.days_per_month
+        if self.daily is None:
+            return None
+        if self.committed:
+            return self.usd_per_hour * hours_per_month()
+        return self.daily * self.days_per_month
 
     @property
     def per_gpu_hour_used(self) -> float | None:
         """What each GPU-hour the team actually uses costs (idle paid hours included)."""
         if self.daily is None or not self.gpus or not self.hours_per_day:
             return None
+        if self.committed and self.monthly is not None and self.days_per_month:
+            return self.monthly / (self.gpus * self.hours_per_day * self.days_per_month)
         return self.daily / (self.gpus * self.hours_per_day)
 
 
@@ -72,9 +79,18 @@ def compare_options(
     kind, nodes, gpus = spec.facts.instance_type, spec.node_count, spec.total_gpus
     on_demand = prices.on_demand.get((spec.region, kind))
 
-    def row(option: str, hourly: float | None, always_on: bool, note: str) -> OptionCost:
+    def row(
+        option: str, hourly: float | None, always_on: bool, note: str, committed: bool = False
+    ) -> OptionCost:
         return OptionCost(
-            option, hourly, always_on, note, usage.hours_per_day, usage.days_per_month, gpus
+            option,
+            hourly,
+            always_on,
+            note,
+            usage.hours_per_day,
+            usage.days_per_month,
+            gpus,
+            committed,
         )
 
     od = nodes * on_demand if on_demand is not None else None
@@ -115,7 +131,9 @@ def compare_options(
                 f"savings plan, {years} year",
                 od * (1 - rate) if od is not None else None,
                 True,
-                f"{rate:.0%} off on-demand (assumed); the hourly commitment bills 24 h/day",
+                f"{rate:.0%} off on-demand (assumed); the hourly commitment bills every hour of "
+                "the month",
+                committed=True,
             )
         )
     rows.append(
@@ -123,7 +141,8 @@ def compare_options(
             "capacity reservation",
             od,
             True,
-            "on-demand rate, billed 24 h/day from creation, used or not",
+            "on-demand rate, billed every hour from creation until cancelled, used or not",
+            committed=True,
         )
     )
     if "capacity-block" in spec.facts.usage_classes:

@@ -14,17 +14,22 @@ from components.catalog import Catalog, load_catalog
 from components.cidr import interface_endpoints
 from components.purchase import CapacityBlock, CapacityReservation, Spot
 from infra.cost.gpu_prices import PriceTable, price_table
-from infra.cost.unit_prices import UnitPrices, unit_prices
+from infra.cost.unit_prices import UnitPrices, hours_per_month, unit_prices
 from infra.validation import ResolvedCluster, ResolvedData
 
 HOURS_PER_DAY = 24
 GP3_BASE_IOPS, GP3_BASE_MIBPS = 3000, 125
 
 
+# One month everywhere: the unit-price snapshot's 730 hours (AWS's pricing convention), so a
+# stack that exists all month runs 730 / 24 days of it.
+DAYS_PER_MONTH = hours_per_month() / HOURS_PER_DAY
+
+
 @dataclass(frozen=True)
 class Usage:
     hours_per_day: float = 24
-    days_per_month: float = 30
+    days_per_month: float = DAYS_PER_MONTH
     dataset_gb: float | None = None  # None: the bundled assumption
     flow_log_gb_per_month: float | None = None
     trail_events_millions: float | None = None  # audit-trail data events a month
@@ -79,10 +84,21 @@ class Estimate:
 
     @property
     def basis(self) -> str:
+        days = self.usage.days_per_month
+        month = (
+            f"a {hours_per_month()} h month"
+            if math.isclose(days, DAYS_PER_MONTH)
+            else f"{days:g} days a month"
+        )
         return (
-            f"{self.usage.hours_per_day:g} h/day x {self.usage.days_per_month:g} days; "
+            f"{self.usage.hours_per_day:g} h/day, {month}; "
             f"GPU prices: {self.gpu_prices}; other prices: {self.unit_prices}"
         )
+
+    @property
+    def prepaid(self) -> list[str]:
+        """What bills outside this estimate (a Capacity Block, paid when bought)."""
+        return [line.item for line in self.unpriced if "prepaid" in line.detail]
 
 
 def is_gpu_line(line: CostLine) -> bool:
@@ -393,3 +409,11 @@ def nodes_for_load(spec: ResolvedCluster, load: ServingLoad) -> int:
     per_node = load.requests_per_gpu_second * max(1.0, spec.facts.gpus)
     needed = math.ceil(load.requests_per_second / per_node) if per_node else 0
     return min(max(needed, spec.inference.min_nodes, 1), spec.inference.max_nodes)
+
+
+def scheduled_usage(spec: object, usage: Usage | None = None) -> Usage:
+    """A stack with working hours bills the hours its schedule runs the nodes."""
+    usage = usage or Usage()
+    controls = getattr(spec, "cost_controls", None)
+    schedule = controls.schedule if controls is not None else None
+    return replace(usage, hours_per_day=schedule.hours_per_day()) if schedule else usage

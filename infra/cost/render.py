@@ -3,10 +3,12 @@ or as JSON carrying the same numbers."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from infra.cost.compare import OptionCost, saving
-from infra.cost.model import Estimate
+from infra.cost.model import DAYS_PER_MONTH, Estimate
+from infra.cost.unit_prices import hours_per_month
 
 
 def _usd(value: float | None, digits: int = 2) -> str:
@@ -17,7 +19,11 @@ def estimate_text(stack: str, estimate: Estimate) -> list[str]:
     usage = estimate.usage
     lines = [
         f"Cost of stack '{stack}': nodes run {usage.hours_per_day:g} h/day, "
-        f"{usage.days_per_month:g} days/month",
+        + (
+            f"a {hours_per_month()} h month"
+            if math.isclose(usage.days_per_month, DAYS_PER_MONTH)
+            else f"{usage.days_per_month:g} days/month"
+        ),
         "",
         f"{'item':<38}{'$/hour':>11}{'billed':>9}{'$/day':>12}{'$/month':>14}  detail",
     ]

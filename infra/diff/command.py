@@ -79,6 +79,7 @@ def totals(plan: Plan) -> dict[str, float | None]:
         "gpus": out.get("totalGpus", 0),
         "usdPerHour": out.get("estimatedUsdPerHour"),
         "usdPerMonth": out.get("estimatedUsdPerMonth"),
+        "prepaid": list(out.get("costPrepaid") or []),  # billed outside these (a block)
     }
 
 
@@ -92,6 +93,10 @@ def change_json(change: Change) -> dict[str, Any]:
         "impact": change.impact,
         "deleteBeforeReplace": change.delete_before_replace,
     }
+
+
+def _prepaid(totals_: dict) -> str:
+    return " + prepaid Capacity Block" if totals_.get("prepaid") else ""
 
 
 def _money(value: float | None, digits: int = 2) -> str:
@@ -125,7 +130,10 @@ def render_text(title: str, changes: list[Change], before: dict, after: dict) ->
     for change in sorted(changes, key=lambda c: (order[c.kind], c.role)):
         lines.append(f"{SIGN[change.kind]:>2} {change.type}  {change.role}  {change.kind}")
         for key, (old, new) in list(change.changed.items())[:8]:
-            lines.append(f"      {key}: {shown(old)} -> {shown(new)}")
+            was, now = shown(old), shown(new)
+            if was == now:  # two offline ids: say which one is new
+                now = now.replace("<", "<new ", 1)
+            lines.append(f"      {key}: {was} -> {now}")
         if len(change.changed) > 8:
             lines.append(f"      ... and {len(change.changed) - 8} more inputs")
         lines += [f"      why: {reason}" for reason in change.reasons]
@@ -138,7 +146,8 @@ def render_text(title: str, changes: list[Change], before: dict, after: dict) ->
         f"Resources: {counts['add']} to add, {counts['remove']} to remove, "
         f"{counts['update']} to update in place, {counts['replace']} to replace",
         f"GPUs: {before['gpus']:g} -> {after['gpus']:g}",
-        f"Cost: {_money(before['usdPerHour'])}/h -> {_money(after['usdPerHour'])}/h, "
+        f"Cost: {_money(before['usdPerHour'])}/h{_prepaid(before)} -> "
+        f"{_money(after['usdPerHour'])}/h{_prepaid(after)}, "
         f"{_money(before['usdPerMonth'], 0)}/month -> {_money(after['usdPerMonth'], 0)}/month",
     ]
     interrupting = [c for c in changes if c.impact and c.kind in ("replace", "remove", "update")]

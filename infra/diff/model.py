@@ -299,8 +299,14 @@ def summary(changes: list[Change]) -> dict[str, int]:
     return counts
 
 
+OFFLINE_ID = re.compile(r"\b([a-z]+(?:alloc|assoc)?)-[0-9a-f]{7,17}\b")
+
+
 def shown(value: Any, room: int = 60) -> str:
+    """A value for the diff text; the offline plan's made-up ids show as what they stand for
+    (`<subnet id>`), never as ids that look like real ones."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = OFFLINE_ID.sub(lambda m: f"<{m.group(1)} id>", text)
     if value is None:
         text = "(unset)"
     if text == UNKNOWN_TEXT:

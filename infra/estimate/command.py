@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +13,8 @@ from infra.cost.model import estimate_cluster
 from infra.estimate.model import (
     GRADIENT_BYTES,
     Workload,
+    flat_ring_allreduce_seconds,
+    memory_fit,
     node_network_gbps,
     nvme_read_bytes_per_second,
     published_claims,
@@ -26,7 +29,7 @@ COMPARE_GBPS = (10, 100)
 SOURCES = ("S3", "FSx for Lustre", "NVMe RAID")
 
 
-def report(spec: ResolvedCluster, work: Workload) -> dict[str, Any]:
+def report(spec: ResolvedCluster, work: Workload, with_claims: bool = False) -> dict[str, Any]:
     facts, nodes = spec.facts, spec.node_count
     gbps = node_network_gbps(facts, spec.efa)
     steps, rates = step_times(facts, nodes, spec.efa, work)
@@ -45,6 +48,7 @@ def report(spec: ResolvedCluster, work: Workload) -> dict[str, Any]:
             "usd": seconds / 3600 * hourly,
         }
     _, nvme_basis = nvme_read_bytes_per_second(facts)
+    fit = memory_fit(facts, nodes, work.model_params)
     return {
         "stack": spec.stack,
         "cluster": f"{nodes} x {facts.instance_type} ({spec.total_gpus} x {facts.gpu_model})",
@@ -54,6 +58,9 @@ def report(spec: ResolvedCluster, work: Workload) -> dict[str, Any]:
             precision: {
                 "gradientBytes": work.model_params * size,
                 "seconds": steps.allreduce_s[precision],
+                "flatRingSeconds": flat_ring_allreduce_seconds(
+                    work.model_params * size, spec.total_gpus if nodes > 1 else 1, gbps
+                ),
                 **{
                     f"seconds{rate}Gbps": ring_allreduce_seconds(
                         work.model_params * size, max(nodes, 2), rate
@@ -73,6 +80,8 @@ def report(spec: ResolvedCluster, work: Workload) -> dict[str, Any]:
         },
         "nvmeBasis": nvme_basis,
         "computeSeconds": steps.compute_s,
+        "memory": vars(fit)
+        | {"fitsReplicated": fit.fits_replicated, "fitsSharded": fit.fits_sharded},
         "workload": {
             "datasetGb": work.dataset_gb,
             "tokensPerStep": work.tokens_per_step,
@@ -83,7 +92,9 @@ def report(spec: ResolvedCluster, work: Workload) -> dict[str, Any]:
         },
         "epoch": epochs,
         "usdPerHour": hourly,
-        "claims": [
+        "claims": []
+        if not with_claims
+        else [
             {
                 "claim": c.text,
                 "quotedSeconds": c.quoted_seconds,
@@ -104,15 +115,29 @@ def text(doc: dict[str, Any]) -> str:
         f"{doc['modelParams']:.3g} parameters",
         f"Inter-node network per node: {doc['nodeNetworkGbps']:g} Gbps",
         "",
-        "Gradient all-reduce per step (ring: 2(n-1)/n x gradient bytes / per-node bandwidth):",
-        f"{'precision':<10}{'gradients':>12}{'this cluster':>15}{'at 10 Gbps':>13}"
-        f"{'at 100 Gbps':>13}",
+        "Gradient all-reduce per step, bandwidth term over each node's network link:",
+        "  hierarchical: NVLink inside each node, then a ring over the n nodes, 2(n-1)/n x bytes",
+        "  flat ring: one ring over all P GPUs, 2(P-1)/P x bytes (NCCL's ring without the tree)",
+        f"{'precision':<10}{'gradients':>12}{'hierarchical':>15}{'flat ring':>12}"
+        f"{'at 10 Gbps':>13}{'at 100 Gbps':>13}",
     ]
     for precision, row in doc["allReduce"].items():
         lines.append(
             f"{precision:<10}{row['gradientBytes'] / 1e9:>10.1f} GB{row['seconds']:>13.3f} s"
+            f"{row['flatRingSeconds']:>10.3f} s"
             f"{row['seconds10Gbps']:>11.2f} s{row['seconds100Gbps']:>11.3f} s"
         )
+    memory = doc["memory"]
+    lines += [
+        "",
+        f"Memory per GPU for weights, gradients and Adam states (16 B/param, mixed precision; "
+        f"activations extra), {memory['gpu_gib']:.0f} GiB per GPU:",
+        f"  replicated (DDP): {memory['per_gpu_gib_replicated']:,.1f} GiB - "
+        + ("fits" if memory["fitsReplicated"] else "does not fit: shard it"),
+        f"  sharded over every GPU (FSDP full shard / ZeRO-3): "
+        f"{memory['per_gpu_gib_sharded']:,.1f} GiB - "
+        + ("fits" if memory["fitsSharded"] else "does not fit even sharded: more GPUs"),
+    ]
     lines += [
         "",
         f"Reading the data ({w['datasetGb']:g} GB; a step reads {w['tokensPerStep']:.3g} tokens x "
@@ -137,7 +162,8 @@ def text(doc: dict[str, Any]) -> str:
             f"{source:<16}{row['boundBy']:<26}{row['stepSeconds']:>8.3f}{row['hours']:>9.2f}"
             f"{row['gpuHours']:>11.1f}{'$' + format(row['usd'], ',.0f'):>12}"
         )
-    lines += ["", "Published figures, recomputed:"]
+    if doc["claims"]:
+        lines += ["", "Figures quoted in the project's issue tracker, recomputed:"]
     for claim in doc["claims"]:
         verdict = "holds" if claim["holds"] else "off"
         lines.append(
@@ -148,15 +174,21 @@ def text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_estimate(stack: str, work: Workload, as_json: bool = False) -> int:
-    spec = load_cluster_spec(stack)
+def run_estimate(
+    stack: str,
+    work: Workload,
+    as_json: bool = False,
+    overrides: Sequence[tuple[str, str]] = (),
+    with_claims: bool = False,
+) -> int:
+    spec = load_cluster_spec(stack, overrides)
     if spec.fsx is not None:  # the stack's own file system, not the default assumption
         work = replace(
             work,
             fsx_tib=spec.fsx.storage_capacity_gib / 1024,
             fsx_deployment=f"PERSISTENT_2_{spec.fsx.throughput_per_tib}",
         )
-    doc = report(spec, work)
+    doc = report(spec, work, with_claims)
     if as_json:
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")

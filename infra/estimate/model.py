@@ -31,6 +31,41 @@ def ring_allreduce_seconds(gradient_bytes: float, nodes: int, gbps: float) -> fl
     return 2 * (nodes - 1) / nodes * gradient_bytes * 8 / (gbps * 1e9)
 
 
+def flat_ring_allreduce_seconds(gradient_bytes: float, ranks: int, gbps: float) -> float:
+    """One ring over every GPU of the cluster: each node's link carries 2(P-1)/P x gradient
+    bytes for P ranks (NCCL spreads its rings over the node's NICs, which share that link)."""
+    if ranks < 2:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * gradient_bytes * 8 / (gbps * 1e9)
+
+
+# Mixed-precision Adam (the ZeRO paper's accounting, Rajbhandari et al. 2020, section 3.1):
+# bf16 weights 2 + bf16 gradients 2 + fp32 master weights 4 + Adam momentum 4 + variance 4.
+TRAINING_BYTES_PER_PARAM = 16
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    per_gpu_gib_replicated: float  # every GPU holds everything (DDP)
+    per_gpu_gib_sharded: float  # states sharded over every GPU (FSDP full shard / ZeRO-3)
+    gpu_gib: float
+
+    @property
+    def fits_replicated(self) -> bool:
+        return self.per_gpu_gib_replicated <= self.gpu_gib
+
+    @property
+    def fits_sharded(self) -> bool:
+        return self.per_gpu_gib_sharded <= self.gpu_gib
+
+
+def memory_fit(facts: InstanceFacts, nodes: int, model_params: float) -> MemoryFit:
+    """Weights, gradients and optimizer states per GPU (activations not counted)."""
+    states = model_params * TRAINING_BYTES_PER_PARAM / 2**30
+    gpus = max(facts.gpu_count * nodes, 1)
+    return MemoryFit(states, states / gpus, facts.gpu_memory_mib / 1024)
+
+
 def transfer_seconds(size_bytes: float, bytes_per_second: float) -> float:
     return size_bytes / bytes_per_second
 

@@ -246,7 +246,9 @@ class PlanMocks(pulumi.runtime.Mocks):
             else:
                 image = filters.get("image-id", "")
                 arch = "arm64" if image == MOCK_AMI["arm64"] else "x86_64"
-                name = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.9 (Ubuntu 24.04) latest"
+                # the image behind the SSM parameter is known only at `pulumi up`: no made-up
+                # release in the plan
+                name = "(the newest Deep Learning AMI release, read at pulumi up)"
                 if image not in MOCK_AMI.values():
                     name = f"custom {image}"
             return {

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from infra.plan.engine import SECRET, STACK_TYPE, Plan, PlannedResource
+from infra.plan.engine import SECRET, STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
 
 KEY_INPUTS = (
     "instanceType",
@@ -149,7 +149,10 @@ def text_tree(plan: Plan) -> str:
         lines.append(f"Per node: NVMe scratch {outputs['nodeStorage']}")
         lines.append(f"Data: {outputs['dataPath']}")
         if "lustre" in outputs:
-            lines.append(f"FSx for Lustre: {outputs['lustre']}")
+            lustre = outputs["lustre"]
+            if lustre == UNKNOWN_TEXT:  # the file system's DNS and mount names come from AWS
+                lustre = "mounted at /fsx (its mount target is known after `pulumi up`)"
+            lines.append(f"FSx for Lustre: {lustre}")
         lines.append(f"Health check at boot and every minute: {outputs['healthCheck']}")
     if "ncclTestCommand" in outputs:
         lines.append(
@@ -174,9 +177,12 @@ def text_tree(plan: Plan) -> str:
         lines.append(f"EC2 quota needed: {vcpus} vCPUs of '{quota}' (Service Quotas, per region)")
     if "estimatedUsdPerHour" in outputs:
         hourly, gpu = outputs["estimatedUsdPerHour"], outputs["gpuUsdPerHour"]
+        prepaid = outputs.get("costPrepaid") or []
         lines.append(
             f"Estimated cost: ${hourly:,.2f}/hour (GPU instances ${gpu:,.2f} + everything else "
-            f"${hourly - gpu:,.2f}), ${outputs['estimatedUsdPerMonth']:,.0f}/month at 24 h x 30 d"
+            f"${hourly - gpu:,.2f}), ${outputs['estimatedUsdPerMonth']:,.0f}/month at "
+            f"{outputs.get('costBasis', '').split(';')[0]}"
+            + (f"; plus {', '.join(prepaid)}: prepaid" if prepaid else "")
         )
         lines += [f"  {note}" for note in outputs.get("costNotes", [])]
         lines.append("  `gpuc cost --stack <stack>` breaks it down and compares purchase options")

@@ -89,7 +89,8 @@ def pick_instance_type(
                     )
                     + " (`gpuc catalog list` shows all)",
                     fix=f"{suggest(spec.instance_type, list(catalog.instance_types))}"
-                    "pulumi config set instanceType <type>",
+                    "pulumi config set instanceType "
+                    + (closest(spec.instance_type, list(catalog.instance_types)) or "<type>"),
                 )
             ]
         return facts, check_offered(spec, catalog, facts, zone_ok)
@@ -148,7 +149,8 @@ def ranked_by_price(
                 received=spec.gpu,
                 problem="unknown GPU model",
                 allowed=", ".join(models),
-                fix=f"{suggest(spec.gpu, models)}pulumi config set gpu <model>",
+                fix=f"{suggest(spec.gpu, models)}pulumi config set gpu "
+                f"{closest(spec.gpu, models) or '<model>'}",
             )
         ]
     counts = sorted({f.gpu_count for f in catalog.types_for_gpu(spec.gpu)})

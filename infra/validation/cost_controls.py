@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
 from infra.errors import Problem
 from infra.spec import StackSpec
-from infra.suggest import suggest
-from infra.validation.common import key
+from infra.suggest import closest
+from infra.validation.common import config_moment, key, rfc3339
 
 # Per-stage defaults: the dev box stops after 30 idle minutes; a cluster, whose jobs pause
 # longer between phases (data loading, evaluation), after 60. Inference (later) has none.
@@ -56,7 +57,8 @@ def check_cost_controls(
                     fix=f"pulumi config set --path alertEmails[{index}] name@example.com",
                 )
             )
-    return CostControls(idle, schedule, expires, budget, tuple(spec.alert_emails)), problems
+    controls = CostControls(idle, schedule, expires, budget, tuple(spec.alert_emails))
+    return replace(controls, prepaid=prepaid(spec)), problems
 
 
 def prepaid(spec: StackSpec) -> bool:
@@ -80,7 +82,8 @@ def _idle(spec: StackSpec, single_box: bool, problems: list[Problem]) -> IdleSto
                     received="enabled",
                     problem="an inference service is idle between requests; scaling sizes it",
                     allowed="unset, or {enabled: false}",
-                    fix="pulumi config rm idleStop; set inference.minNodes to 0 to scale to zero",
+                    fix="pulumi config rm idleStop (the service scales on inference.scaling and "
+                    "keeps at least inference.minNodes)",
                 )
             )
         return None
@@ -137,7 +140,7 @@ def _schedule(spec: StackSpec, problems: list[Problem]) -> WorkSchedule | None:
                 received=s.stop,
                 problem="the nodes would stop the minute they start",
                 allowed="a stop time other than the start time",
-                fix="pulumi config set --path schedule.stop 20:00",
+                fix=f"pulumi config set --path schedule.stop {later_same_day(s.start)}",
             )
         )
     days = s.days.upper().replace(" ", "")
@@ -154,14 +157,14 @@ def _schedule(spec: StackSpec, problems: list[Problem]) -> WorkSchedule | None:
     try:
         ZoneInfo(s.timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        hint = suggest(s.timezone, sorted(available_timezones()))
+        meant, why = timezone_meant(s.timezone)
         found.append(
             Problem(
                 path=key("schedule.timezone"),
                 received=s.timezone,
-                problem="not an IANA time zone",
+                problem=f"not an IANA time zone{why}",
                 allowed="e.g. UTC, Europe/Berlin, America/New_York",
-                fix=f"{hint}pulumi config set --path schedule.timezone Europe/Berlin",
+                fix=f"pulumi config set --path schedule.timezone {meant}",
             )
         )
     problems += found
@@ -172,11 +175,8 @@ def _expiry(spec: StackSpec, problems: list[Problem], now: datetime) -> datetime
     text = spec.expires_at
     if text is None:
         return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
+    moment = config_moment(text)
+    if moment is None:
         problems.append(
             Problem(
                 path=key("expiresAt"),
@@ -195,8 +195,58 @@ def _expiry(spec: StackSpec, problems: list[Problem], now: datetime) -> datetime
                 received=text,
                 problem="that time has passed: the nodes would never start",
                 allowed="a future date and time (UTC)",
-                fix="pulumi config set expiresAt <a later time>, or pulumi config rm expiresAt",
+                fix=f"pulumi config set expiresAt {rfc3339(now + timedelta(days=7))}, or "
+                "pulumi config rm expiresAt",
             )
         )
         return None
     return moment
+
+
+# Abbreviations name a zone's time, not the zone (CEST is Berlin's and Paris's summer time), so
+# they map to a representative zone that observes them, never to a lookalike abbreviation.
+ABBREVIATIONS = {
+    "CET": "Europe/Berlin",
+    "CEST": "Europe/Berlin",
+    "WET": "Europe/Lisbon",
+    "WEST": "Europe/Lisbon",
+    "EET": "Europe/Helsinki",
+    "EEST": "Europe/Helsinki",
+    "BST": "Europe/London",
+    "IST": "Asia/Kolkata",
+    "JST": "Asia/Tokyo",
+    "KST": "Asia/Seoul",
+    "AEST": "Australia/Sydney",
+    "AEDT": "Australia/Sydney",
+    "EDT": "America/New_York",
+    "CDT": "America/Chicago",
+    "MDT": "America/Denver",
+    "PST": "America/Los_Angeles",
+    "PDT": "America/Los_Angeles",
+}
+UTC_OFFSET = re.compile(r"^(?:UTC|GMT)\s*([+-])\s*(\d{1,2})(?::?00)?$", re.IGNORECASE)
+
+
+def timezone_meant(text: str) -> tuple[str, str]:
+    """(the IANA zone the user most likely meant, why) for an invalid schedule time zone."""
+    if (zone := ABBREVIATIONS.get(text.upper())) is not None:
+        return zone, f" ({text} is an abbreviation; {zone} observes it, with daylight saving)"
+    if match := UTC_OFFSET.match(text):
+        sign, hours = match.groups()
+        posix = f"Etc/GMT{'-' if sign == '+' else '+'}{int(hours)}"
+        return (
+            posix,
+            f" ({posix} is {text}: a fixed offset, no daylight saving; the sign is POSIX's)",
+        )
+    zones = sorted(available_timezones())
+    by_case = {z.lower(): z for z in zones}
+    if text.lower() in by_case:
+        return by_case[text.lower()], ""
+    near = closest(text, [z for z in zones if "/" in z]) if "/" in text else None
+    return (near, "") if near else ("UTC", "")
+
+
+def later_same_day(start: str) -> str:
+    """A stop after ``start`` on the same day (a schedule that never crosses midnight)."""
+    hour, minute = (int(part) for part in start.split(":"))
+    return f"{hour + 12:02d}:{minute:02d}" if hour <= 11 else "23:59"

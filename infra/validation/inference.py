@@ -40,6 +40,12 @@ def check_inference(
         (spec.availability_zone,) if spec.availability_zone else ()
     )
     if len(set(zones)) < 2:
+        offering = (
+            catalog.zones_offering(spec.region, facts.instance_type)
+            if facts is not None
+            else catalog.zones(spec.region)
+        )
+        other = next((z for z in offering if z not in zones), "<another zone>")
         found.append(
             problem(
                 "inference.availabilityZones",
@@ -47,7 +53,8 @@ def check_inference(
                 "a service needs two or more availability zones (the load balancer and the nodes "
                 "survive the loss of one)",
                 "two or more zones of the region, e.g. [us-east-1a, us-east-1b]",
-                "pulumi config set --path inference.availabilityZones[1] <another zone>",
+                f"pulumi config set --path inference.availabilityZones[{1 if zones else 0}] "
+                f"{other}",
             )
         )
     offered = set(
@@ -109,7 +116,31 @@ def check_inference(
             )
         )
     found += _certificate_problems(tls)
+    found += _certificate_region_problems(tls, spec.region)
+    found += _scaling_problems(settings)
+    if spec.fsx is not None:
+        found.append(
+            problem(
+                "fsx",
+                "set",
+                "an inference stack mounts no FSx for Lustre file system (its nodes read the model "
+                "from the bucket), so nothing would be created for it",
+                "unset on an inference stack",
+                "pulumi config rm fsx",
+            )
+        )
     server = settings.server
+    if server.kind != "triton" and "batching" in settings.model_fields_set:
+        found.append(
+            problem(
+                "inference.batching",
+                settings.batching.model_dump(by_alias=True),
+                f"batching is Triton's dynamic batching; a {server.kind} server batches by itself "
+                "and ignores it",
+                "unset with server.kind vllm",
+                "pulumi config rm --path inference.batching",
+            )
+        )
     image, readiness = SERVERS[server.kind]
     for index, size in enumerate(settings.batching.preferred_batch_sizes):
         if size < 1:
@@ -181,6 +212,48 @@ def check_inference(
         ),
         [],
     )
+
+
+def _certificate_region_problems(tls, region: str) -> list[Problem]:
+    """A load balancer takes an ACM certificate of its own region only (ELB user guide,
+    "SSL certificates": the certificate must be in the same region)."""
+    if not tls.certificate_arn or not CERTIFICATE_ARN.match(tls.certificate_arn):
+        return []
+    certificate_region = tls.certificate_arn.split(":")[3]
+    if certificate_region == region:
+        return []
+    return [
+        problem(
+            "inference.tls.certificateArn",
+            tls.certificate_arn,
+            f"the certificate is in {certificate_region}, the load balancer in {region}: ELB "
+            "takes a certificate of its own region only",
+            f"an ACM certificate in {region}",
+            f"request or import the certificate in {region}, then pulumi config set --path "
+            "inference.tls.certificateArn <its ARN>",
+        )
+    ]
+
+
+def _scaling_problems(settings) -> list[Problem]:
+    scaling = settings.scaling
+    if scaling.metric != "gpuUtilization" or 1 <= scaling.target <= 100:
+        return []
+    meant = round(scaling.target * 100) if scaling.target < 1 else 70
+    return [
+        problem(
+            "inference.scaling.target",
+            scaling.target,
+            "a GPU-utilization target is a percentage of each node's GPUs"
+            + (
+                f" ({scaling.target} is {scaling.target}%, not {meant}%)"
+                if scaling.target < 1
+                else ""
+            ),
+            "1 to 100 (percent)",
+            f"pulumi config set --path inference.scaling.target {meant}",
+        )
+    ]
 
 
 def _certificate_problems(tls) -> list[Problem]:

@@ -6,6 +6,7 @@ import re
 import unicodedata
 
 from components.catalog import Catalog
+from components.naming import MANAGED_BY_TAG
 from infra.errors import Problem
 from infra.spec import (
     StackSpec,
@@ -94,7 +95,10 @@ def check_tags(tags: dict[str, str]) -> list[Problem]:
                 problem="too many tags",
                 allowed=f"at most {MAX_USER_TAGS} (AWS allows 50 per resource; gpu-cluster adds "
                 "its own)",
-                fix="drop some tags",
+                fix=" && ".join(
+                    f"pulumi config rm --path tags.{name}" for name in sorted(tags)[MAX_USER_TAGS:]
+                )
+                + " (or drop others you need less)",
             )
         )
     for tag, value in tags.items():
@@ -107,6 +111,18 @@ def check_tags(tags: dict[str, str]) -> list[Problem]:
                     "only letters, digits and + - = . , _ : @ in tag keys (no spaces or '/')",
                     allowed="a key such as cost-center or team:owner",
                     fix=f"rename the tag, e.g. {re.sub(r'[^A-Za-z0-9+=._:@,-]', '-', tag)}",
+                )
+            )
+        elif tag.startswith("gpu-cluster:") or tag in MANAGED_BY_TAG:
+            problems.append(
+                Problem(
+                    path=key(f"tags.{tag}"),
+                    received=value,
+                    problem="gpu-cluster sets this tag itself (nodes find their cluster, `gpuc "
+                    "status` and `gpuc sweep` find a stack's resources by it); yours would be "
+                    "overridden",
+                    allowed="a key outside the gpu-cluster: namespace and other than managed-by",
+                    fix=f"pulumi config rm --path tags.{tag}",
                 )
             )
         elif tag.lower().startswith("aws:") or not 1 <= len(tag) <= 128 or len(value) > 256:

@@ -5,7 +5,7 @@ own type, zone and size are checked against EC2 in infra/aws/reservations.py).""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from components.catalog import Catalog, InstanceFacts
 from components.nic_layout import nic_layout
@@ -14,7 +14,7 @@ from infra.errors import NOT_SET, Problem
 from infra.facts import ReservationFacts
 from infra.spec import CapacityReservationSpec, SpotSpec, StackSpec
 from infra.suggest import suggest
-from infra.validation.common import key
+from infra.validation.common import config_moment, key, rfc3339
 
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}\Z")
 RESOURCE_GROUP_ARN = re.compile(
@@ -73,7 +73,8 @@ def check_purchase(
                     problem="purchaseOption capacity-block needs the id of a purchased block",
                     allowed="cr- followed by 17 hex digits (the block's reservation id)",
                     fix="find or buy one with `gpuc capacity-block offerings --stack <stack> "
-                    "--hours <h>`, then pulumi config set --path capacityBlock.id cr-...",
+                    "--hours <h>`, then pulumi config set --path capacityBlock.id "
+                    "<the block's cr- id>",
                 )
             ]
         if problems or found:
@@ -226,8 +227,15 @@ def check_reservation(
                 "or create: true" + (f" (got {', '.join(chosen)})" if chosen else ""),
                 allowed="{id: cr-...} | {resourceGroupArn: arn:aws:resource-groups:...} | "
                 "{create: true, endDate: ...}",
-                fix="pulumi config set --path capacityReservation.create true  "
-                "(or set only one of id / resourceGroupArn)",
+                fix=(
+                    " && ".join(
+                        f"pulumi config rm --path capacityReservation.{name}" for name in chosen[1:]
+                    )
+                    + f" (keeps {chosen[0]}; or keep another one instead)"
+                    if chosen
+                    else "pulumi config set --path capacityReservation.create true  "
+                    "(or name a reservation: --path capacityReservation.id cr-...)"
+                ),
             )
         )
     problems += check_reservation_id(
@@ -240,7 +248,8 @@ def check_reservation(
                 received=settings.resource_group_arn,
                 problem="not a resource group ARN",
                 allowed="arn:aws:resource-groups:<region>:<account>:group/<name>",
-                fix="pulumi config set --path capacityReservation.resourceGroupArn arn:...",
+                fix="pulumi config set --path capacityReservation.resourceGroupArn "
+                "<arn:aws:resource-groups:REGION:ACCOUNT:group/NAME of your group>",
             )
         )
     if settings.end_date is not None:
@@ -250,7 +259,11 @@ def check_reservation(
             reservation_id=settings.id,
             resource_group_arn=settings.resource_group_arn,
             create=settings.create,
-            end_date=settings.end_date,
+            end_date=(
+                rfc3339(moment)
+                if settings.end_date and (moment := config_moment(settings.end_date))
+                else settings.end_date
+            ),
         ),
         problems,
     )
@@ -268,11 +281,8 @@ def check_end_date(text: str, create: bool, now: datetime | None = None) -> list
                 fix="pulumi config rm --path capacityReservation.endDate",
             )
         ]
-    try:
-        end = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        end = None
-    if end is None or end.tzinfo is None:
+    end = config_moment(text)
+    if end is None:
         return [
             Problem(
                 path=path,
@@ -289,7 +299,8 @@ def check_end_date(text: str, create: bool, now: datetime | None = None) -> list
                 received=text,
                 problem="the end date has passed",
                 allowed="a future date and time (UTC)",
-                fix="pulumi config set --path capacityReservation.endDate <future date>, or "
+                fix="pulumi config set --path capacityReservation.endDate "
+                f"{rfc3339((now or datetime.now(UTC)) + timedelta(days=30))}, or "
                 "remove it for a reservation that runs until the stack is destroyed",
             )
         ]

@@ -4,6 +4,7 @@ prices: a resolved stack, or every problem found (never the first one only)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from components.catalog import Catalog, InstanceFacts, load_catalog
 from components.cidr import (
@@ -49,8 +50,10 @@ from infra.validation.purchase import check_purchase
 from infra.validation.storage import check_fsx, check_storage
 from infra.validation.warnings import (
     air_gapped_install_warning,
+    cost_control_warnings,
     data_stack_warning,
     size_warning,
+    timestamp_tag_warnings,
     vpc_warning,
 )
 
@@ -246,4 +249,7 @@ def cluster_warnings(
     ]
     if spec.storage.source == "stack" and spec.storage.stack:
         found.append(data_stack_warning(spec.storage.stack, known_stacks))
+    found += timestamp_tag_warnings(spec.tags)
+    zone_id = load_catalog().zone_id(spec.region, spec.availability_zone or "")
+    found += cost_control_warnings(spec, facts.instance_type, zone_id, datetime.now(UTC))
     return tuple(w for w in found if w)

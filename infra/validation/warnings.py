@@ -4,10 +4,14 @@ plan; `gpuc plan` prints them and the Pulumi program logs them (`pulumi up` show
 from __future__ import annotations
 
 import ipaddress
+from datetime import datetime
 
+from components.cost_controls import WARNING_BEFORE_EXPIRY
 from components.quotas import on_demand_quota
+from infra.cost.gpu_prices import spot_by_zone
 from infra.cost.unit_prices import hours_per_month
 from infra.suggest import suggest
+from infra.validation.common import GO_TIME, config_moment
 
 LARGE_GPUS = 512  # more than any stage of this project; AWS default GPU quotas are far lower
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # AWS allows it for VPCs
@@ -57,3 +61,54 @@ def air_gapped_install_warning(nat_gateway: bool, fsx: bool) -> str | None:
         "every node fails its health check (lustre) and is replaced. Keep the NAT gateway, or "
         "use an AMI with the Lustre client (ami.id)"
     )
+
+
+def timestamp_tag_warnings(tags: dict[str, str]) -> list[str]:
+    """A tag value Pulumi read as a timestamp (unquoted 2026-12-01) reaches AWS in Go's form."""
+    return [
+        f"tags.{name}: an unquoted date or time reaches the program as {value!r} (Pulumi reads "
+        f"it as a timestamp); quote it in the stack file to keep it as written"
+        for name, value in sorted(tags.items())
+        if GO_TIME.match(value)
+    ]
+
+
+def cost_control_warnings(
+    spec, instance_type: str, zone_id: str | None, now: datetime
+) -> list[str]:
+    """Cost controls that are valid but probably not what was meant."""
+    found = []
+    if spec.budget is not None and not spec.alert_emails:
+        found.append(
+            "budget: no alertEmails, so its 80 % and 100 % alerts reach no one (pulumi config "
+            "set --path alertEmails[0] you@example.com)"
+        )
+    if spec.alert_emails and spec.budget is None and spec.expires_at is None:
+        found.append(
+            "alertEmails: nothing sends alerts without a budget or expiresAt, so no topic is "
+            "created for them"
+        )
+    idle = spec.idle_stop
+    if idle is not None and idle.below_percent is not None and idle.below_percent < 1:
+        found.append(
+            f"idleStop.belowPercent: {idle.below_percent:g} is {idle.below_percent:g} % GPU "
+            f"utilization, not {idle.below_percent * 100:g} % (it is a percentage)"
+        )
+    if spec.expires_at is not None and (moment := config_moment(spec.expires_at)) is not None:
+        minutes = (moment - now).total_seconds() / 60
+        if 0 < minutes < WARNING_BEFORE_EXPIRY.total_seconds() / 60:
+            found.append(
+                f"expiresAt: the nodes stop in {minutes:.0f} minutes, inside the hour before "
+                "it, so its warning (an hour ahead) is never sent"
+            )
+    spot = spec.spot
+    if spec.purchase_option == "spot" and spot is not None and spot.max_price and zone_id:
+        kind = instance_type
+        current = spot_by_zone(spec.region, kind).get(zone_id)
+        if current is not None and spot.max_price < current:
+            found.append(
+                f"spot.maxPrice: ${spot.max_price:g}/h is below the current spot price "
+                f"${current:g}/h of {kind} in {spec.availability_zone} (the snapshot's): no node "
+                "launches until the price falls"
+            )
+    return found

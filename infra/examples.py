@@ -1,0 +1,83 @@
+"""The value a fix proposes: one that passes the field's own bounds, taken from what the user
+wrote where that is clear (500GB -> 500, 30m -> 30 minutes, 10m -> 600 seconds, 1.2TB -> 1200
+GiB), else the field's default, else its minimum."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from annotated_types import Ge, Le
+from pydantic import BaseModel
+
+from infra.spec import StackSpec
+
+NUMBER_WITH_UNIT = re.compile(r"^\s*\+?([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+# unit -> factor, by what the field counts (its name ends with it)
+FACTORS = {
+    "Gib": {"": 1, "g": 1, "gb": 1, "gib": 1, "t": 1000, "tb": 1000, "tib": 1024},
+    "Seconds": {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600},
+    "minutes": {"": 1, "m": 1, "min": 1, "h": 60},
+    "Minutes": {"": 1, "m": 1, "min": 1, "h": 60},
+}
+
+
+def field_at(loc: tuple[Any, ...]) -> tuple[str, Any] | None:
+    """(field name, pydantic FieldInfo) of a config location, e.g. ("rootVolume", "sizeGib")."""
+    model: type[BaseModel] | None = StackSpec
+    info = None
+    for part in loc:
+        if model is None or not isinstance(part, str):
+            return None
+        by_alias = {f.alias or n: (n, f) for n, f in model.model_fields.items()}
+        by_alias |= {n: (n, f) for n, f in model.model_fields.items()}
+        if part not in by_alias:
+            return None
+        info = by_alias[part][1]
+        model = _model_of(info.annotation)
+    return (str(loc[-1]), info) if info is not None else None
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def bounds(info: Any) -> tuple[float | None, float | None]:
+    low = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
+    high = next((m.le for m in info.metadata if isinstance(m, Le)), None)
+    return low, high
+
+
+def whole_number_example(loc: tuple[Any, ...], received: Any) -> str:
+    """A whole number the field accepts, read from ``received`` when its unit is clear."""
+    found = field_at(loc)
+    if found is None:
+        return "4"
+    name, info = found
+    low, high = bounds(info)
+    guess = _from_units(name, received)
+    if guess is None:
+        default = info.default
+        guess = default if isinstance(default, int) and not isinstance(default, bool) else None
+    if guess is None:
+        guess = int(low) if low is not None else 4
+    if low is not None:
+        guess = max(guess, int(low))
+    if high is not None:
+        guess = min(guess, int(high))
+    return str(guess)
+
+
+def _from_units(name: str, received: Any) -> int | None:
+    match = NUMBER_WITH_UNIT.match(str(received)) if received is not None else None
+    if not match:
+        return None
+    factors = next((f for suffix, f in FACTORS.items() if name.endswith(suffix)), {"": 1})
+    factor = factors.get(match[2].lower())
+    return None if factor is None else round(float(match[1]) * factor)
