@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC
@@ -239,18 +240,43 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("bucketName", cluster.bucket_name)
     pulumi.export("torchrunCommand", cluster.job_command)
     pulumi.export("vcpuQuotasNeeded", vcpu_quotas(spec))
-    estimate = estimate_cluster(spec, scheduled_usage(spec))  # as `gpuc cost` prices it
-    pulumi.export("estimatedUsdPerHour", round(estimate.hourly_usd, 2))
-    pulumi.export("estimatedUsdPerMonth", round(estimate.monthly_usd, 2))
-    pulumi.export("costPrepaid", estimate.prepaid)
+    # Priced as `gpuc cost` prices it, at the root volume the nodes really get: never smaller
+    # than the AMI's root snapshot (components/launch_template.py root_volume_size).
+    minimum = cluster.ami.min_root_gib
+    estimate = minimum.apply(lambda gib: priced_cluster(spec, gib))
+    pulumi.export("estimatedUsdPerHour", estimate.apply(lambda e: round(e.hourly_usd, 2)))
+    pulumi.export("estimatedUsdPerMonth", estimate.apply(lambda e: round(e.monthly_usd, 2)))
+    pulumi.export("costPrepaid", estimate.apply(lambda e: e.prepaid))
     pulumi.export(
         "gpuUsdPerHour",
-        round(sum(line.usd_per_hour or 0 for line in estimate.lines if is_gpu_line(line)), 2),
+        estimate.apply(
+            lambda e: round(sum(line.usd_per_hour or 0 for line in e.lines if is_gpu_line(line)), 2)
+        ),
     )
-    pulumi.export("costBasis", estimate.basis)
-    notes = [f"{line.item}: {line.detail}" for line in estimate.lines if is_gpu_line(line)]
-    pulumi.export("costNotes", notes)
+    pulumi.export("costBasis", estimate.apply(lambda e: e.basis))
+    pulumi.export(
+        "costNotes", pulumi.Output.all(estimate, minimum).apply(lambda v: cost_notes(spec, *v))
+    )
     return cluster
+
+
+def priced_cluster(spec: ResolvedCluster, ami_min_root_gib: int):
+    """The estimate with the root volume at max(asked, the AMI's root snapshot)."""
+    volume = spec.root_volume
+    if (ami_min_root_gib or 0) > volume.size_gib:
+        volume = volume.model_copy(update={"size_gib": ami_min_root_gib})
+        spec = dataclasses.replace(spec, root_volume=volume)
+    return estimate_cluster(spec, scheduled_usage(spec))
+
+
+def cost_notes(spec: ResolvedCluster, estimate, ami_min_root_gib: int) -> list[str]:
+    notes = [f"{line.item}: {line.detail}" for line in estimate.lines if is_gpu_line(line)]
+    if (ami_min_root_gib or 0) > spec.root_volume.size_gib:
+        notes.append(
+            f"EBS root volumes: rootVolume.sizeGib {spec.root_volume.size_gib} is below the "
+            f"AMI's root snapshot; nodes get (and are priced at) {ami_min_root_gib} GiB"
+        )
+    return notes
 
 
 def deploy_data(spec: ResolvedData) -> DataVault:

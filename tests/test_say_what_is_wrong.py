@@ -221,3 +221,20 @@ def test_the_plan_summary_says_when_the_lustre_mount_is_known(capsys):
     out = capsys.readouterr().out
     assert "FSx for Lustre: mounted at /fsx (its mount target is known after `pulumi up`)" in out
     assert "FSx for Lustre: output<string>" not in out
+
+
+def test_a_root_volume_raised_to_the_amis_snapshot_is_priced_at_that_size():
+    from infra.plan.mocks import MOCK_ROOT_SNAPSHOT_GIB
+
+    small = MOCK_ROOT_SNAPSHOT_GIB // 2
+    asked = run_plan(
+        "train", stack_config("train", [("--set-path", f"rootVolume.sizeGib={small}")])
+    )
+    exact = run_plan(
+        "train",
+        stack_config("train", [("--set-path", f"rootVolume.sizeGib={MOCK_ROOT_SNAPSHOT_GIB}")]),
+    )
+    assert asked.error is None and exact.error is None
+    assert asked.outputs["estimatedUsdPerMonth"] == exact.outputs["estimatedUsdPerMonth"]
+    priced = f"priced at) {MOCK_ROOT_SNAPSHOT_GIB} GiB"
+    assert any(priced in note for note in asked.outputs["costNotes"])
