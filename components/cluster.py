@@ -12,6 +12,7 @@ from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.cost_controls import CostControls
 from components.datastore import DataStore, DataStoreArgs
+from components.jobs import jobs_path
 from components.launch_template import RootVolume
 from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from components.naming import CLUSTER_TAG, child_name
@@ -132,6 +133,7 @@ class GpuCluster(pulumi.ComponentResource):
                 scope=args.scope,
                 cluster=name,
                 secrets_path=secrets_path(name) if args.secrets else None,
+                jobs_path=jobs_path(name),
                 alert_topic=args.cost_controls.alerts,
                 tags=args.tags,
             ),

@@ -160,6 +160,7 @@ def node_access_policy(
     key_arns: list[str],
     cluster: str | None = None,
     secrets_arn: str | None = None,
+    jobs_arn: str | None = None,
 ) -> dict[str, Any]:
     """Least privilege for a node: read the cluster bucket and write only under checkpoints/
     and outputs/, use its key(s), read the cluster's secrets (SSM decrypts them with the
@@ -224,6 +225,23 @@ def node_access_policy(
                 "Resource": [secrets_arn, f"{secrets_arn}/*"],
             }
         )
+    if jobs_arn:
+        policy["Statement"] += [
+            {
+                # the job specs (`gpuc run`), decrypted with the cluster key above
+                "Sid": "ReadClusterJobs",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParametersByPath", "ssm:GetParameter"],
+                "Resource": [jobs_arn, f"{jobs_arn}/*"],
+            },
+            {
+                # each node's own report of each job: .../jobs/<job>/nodes/<instance id>
+                "Sid": "ReportJobState",
+                "Effect": "Allow",
+                "Action": "ssm:PutParameter",
+                "Resource": f"{jobs_arn}/*/nodes/*",
+            },
+        ]
     if cluster:
         policy["Statement"] += health_reporting_statements(cluster)
     return policy

@@ -27,6 +27,7 @@ class ClusterSecurityArgs:
     scope: str = ""  # see naming.unique_name
     cluster: str | None = None  # the cluster tag value nodes report their health under
     secrets_path: str | None = None  # the SSM hierarchy of the cluster's secrets, if any
+    jobs_path: str | None = None  # the SSM hierarchy of its training jobs (`gpuc run`), if any
     alert_topic: bool = False  # an SNS topic under this key that Budgets and alarms publish to
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -124,6 +125,9 @@ class ClusterSecurity(pulumi.ComponentResource):
                     args.cluster,
                     secrets_path_arn(values[1], args.region, values[2], args.secrets_path)
                     if args.secrets_path
+                    else None,
+                    secrets_path_arn(values[1], args.region, values[2], args.jobs_path)
+                    if args.jobs_path
                     else None,
                 )
             )

@@ -222,6 +222,14 @@ def cluster_steps(boot: BootConfig) -> list[BootStep]:
             options="background",
             arguments="--wait",
         ),
+        BootStep(
+            "gpu-cluster-jobs",
+            "gpu-cluster-jobs.sh",
+            "the stack's active training jobs (gpuc run), once healthy and discovered",
+            "gpu-cluster-nodes.service gpu-cluster-health.service network-online.target",
+            options="background retry",  # SSM not answering yet: again in two minutes
+            arguments="boot",
+        ),
     ]
     return steps
 

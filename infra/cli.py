@@ -38,6 +38,46 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return run_diff(args.stacks, args.stack, args.saved, args.overrides, args.json)
 
 
+def job_target(stack: str, region: str | None) -> tuple[str, str]:
+    """(cluster name, region) of a stack, from its stack file where it still has one."""
+    settings = stack_settings(stack)
+    return settings.get("gpu-cluster:clusterName") or stack, stack_region(stack, region)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from infra.aws.job_command import command_run
+
+    cluster, region = job_target(args.stack, args.region)
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    name = args.name or default_job_name(command)
+    return command_run(args.stack, cluster, region, name, command, args.max_restarts, args.json)
+
+
+def default_job_name(command: list[str]) -> str:
+    """`python train.py` -> train; a name systemd and SSM both take."""
+    import re
+
+    script = next(
+        (part for part in command if part.endswith(".py")), command[0] if command else "job"
+    )
+    stem = re.sub(r"[^a-z0-9-]+", "-", Path(script).stem.lower()).strip("-")
+    return (stem or "job")[:40]
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from infra.aws.job_command import command_jobs
+
+    cluster, region = job_target(args.stack, args.region)
+    return command_jobs(cluster, region, args.stack, args.json)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from infra.aws.job_command import command_cancel
+
+    cluster, region = job_target(args.stack, args.region)
+    return command_cancel(args.stack, cluster, region, args.job)
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     from infra.aws.resume import run_resume
 
@@ -446,6 +486,31 @@ def parser() -> argparse.ArgumentParser:
     preflight.add_argument("--stack", "-s", required=True)
     preflight.add_argument("--json", action="store_true")
     preflight.set_defaults(func=cmd_preflight)
+    run = sub.add_parser(
+        "run", help="start a training job on every running node of a stack (needs AWS)"
+    )
+    run.add_argument("--stack", "-s", required=True)
+    run.add_argument("--name", help="the job's name (default: the script's name)")
+    run.add_argument(
+        "--max-restarts",
+        type=lambda v: int(bounded(0, 100, "--max-restarts")(v)),
+        default=3,
+        help="torchrun restarts of a failed worker group (default 3)",
+    )
+    run.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
+    run.add_argument("--json", action="store_true")
+    run.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    run.set_defaults(func=cmd_run)
+    jobs = sub.add_parser("jobs", help="a stack's jobs and their state on each node (needs AWS)")
+    jobs.add_argument("--stack", "-s", required=True)
+    jobs.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
+    jobs.add_argument("--json", action="store_true")
+    jobs.set_defaults(func=cmd_jobs)
+    cancel = sub.add_parser("cancel", help="stop a job on every node and keep it stopped")
+    cancel.add_argument("--stack", "-s", required=True)
+    cancel.add_argument("--job", required=True)
+    cancel.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
+    cancel.set_defaults(func=cmd_cancel)
     status = sub.add_parser("status", help="what runs now for this project (needs AWS)")
     status.add_argument("--stack", "-s", help="only this stack (or cluster)")
     status.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")

@@ -76,6 +76,11 @@ def start(unit):
         state["active"].append(unit)
         return 0
     text = open(unit_file(unit)).read() if os.path.exists(unit_file(unit)) else ""
+    if not text and "@" in unit:  # an instance of a template unit: NAME@INSTANCE.service
+        prefix, instance = unit.split("@", 1)
+        template = unit_file(f"{prefix}@.service")
+        if os.path.exists(template):
+            text = open(template).read().replace("%i", instance.removesuffix(".service"))
     command = next((l[10:].split() for l in text.splitlines() if l.startswith("ExecStart=")), None)
     if command is None:
         return 5  # Unit not found

@@ -48,9 +48,11 @@ def test_air_gapped_cluster_has_an_endpoint_for_every_api_boot_calls():
     assert services == {"s3", *INTERFACE_ENDPOINTS, *AIR_GAPPED_ENDPOINTS}
     # the services boot actually calls (aws ec2 ..., aws autoscaling ...) all have one
     called = set(re.findall(r"^\s*(?:[A-Za-z_]+=\$\()?aws ([a-z0-9-]+) ", user_data(plan), re.M))
-    assert called == {"ec2", "autoscaling", "cloudwatch"}  # the AWS CLI calls of the boot scripts
+    # the AWS CLI calls of the boot scripts (ssm: the training jobs, gpu-cluster-jobs)
+    assert called == {"ec2", "autoscaling", "cloudwatch", "ssm"}
     endpoint_of = {"ec2": "ec2", "autoscaling": "autoscaling", "cloudwatch": "monitoring"}
-    assert {endpoint_of[c] for c in called} <= set(AIR_GAPPED_ENDPOINTS)
+    endpoint_of["ssm"] = "ssm"
+    assert {endpoint_of[c] for c in called} <= set(AIR_GAPPED_ENDPOINTS) | set(INTERFACE_ENDPOINTS)
     with_nat = plan_config(TRAIN_LIKE, stack="nat")
     assert len(with_nat.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")) == 1 + len(INTERFACE_ENDPOINTS)
 

@@ -91,6 +91,7 @@ def test_a_p4d_node_boots_every_step_and_reports_ok(make_node):
         "gpu-cluster-gpu-metrics.service": 0,
         "gpu-cluster-health.service": 0,
         "gpu-cluster-nodes.service": 0,
+        "gpu-cluster-jobs.service": 0,  # no job of the stack is active: nothing started
     }
     assert node.read("/etc/gpu-cluster/health") == "ok\n"
     assert health_tags(node) == ["ok"]

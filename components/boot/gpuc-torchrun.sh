@@ -23,6 +23,8 @@ elif [ -e "$secrets" ]; then
     "without the cluster's secrets (run it as the job user)" >&2
 fi
 set +a
+# gpu-cluster-jobs runs a job elastically: from one node up to the size it started at
+NNODES="${GPUC_NNODES:-$NNODES}"
 # The Deep Learning AMI keeps PyTorch in a virtual environment.
 if ! command -v torchrun >/dev/null && [ -f /opt/pytorch/bin/activate ]; then
   # shellcheck source=/dev/null

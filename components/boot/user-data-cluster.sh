@@ -15,6 +15,19 @@ if [ -r /etc/gpu-cluster/torchrun.env ]; then
   set +a
 fi
 PROFILE
+# One unit per training job (gpu-cluster-jobs start NAME): the job user runs it, so it
+# outlives the SSM command that started it; torchrun restarts its workers itself.
+cat > "$R/etc/systemd/system/gpu-cluster-job@.service" <<UNIT
+[Unit]
+Description=gpu-cluster job %i
+After=gpu-cluster-nodes.service network-online.target
+Wants=network-online.target
+[Service]
+User=$JOB_USER
+ExecStart=/usr/local/sbin/gpu-cluster-jobs run %i
+KillSignal=SIGTERM
+TimeoutStopSec=120
+UNIT
 timer() {  # timer NAME DESCRIPTION EVERY AFTER COMMAND: a bounded oneshot service and its timer
   cat > "$R/etc/systemd/system/$1.service" <<UNIT
 [Unit]

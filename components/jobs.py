@@ -1,0 +1,21 @@
+"""Where a cluster's training jobs live: one SSM parameter per job (its spec, a SecureString
+under the cluster key) and one per node running it (that node's report), so `gpuc run` can
+reach nodes that join later and `gpuc jobs` can read every node's state without a session."""
+
+from __future__ import annotations
+
+JOB_COMMAND = "/usr/local/sbin/gpu-cluster-jobs"  # boot/gpu-cluster-jobs.sh on training nodes
+JOB_USER_UNIT = "gpu-cluster-job@"  # systemd template unit: one instance per job
+
+
+def jobs_path(cluster: str) -> str:
+    return f"/gpu-cluster/{cluster}/jobs"
+
+
+def job_parameter(cluster: str, name: str) -> str:
+    return f"{jobs_path(cluster)}/{name}"
+
+
+def cluster_key_alias(cluster: str) -> str:
+    """The cluster key's alias (components/kms.py), which encrypts the job specs."""
+    return f"alias/gpu-cluster/{cluster}-security"

@@ -1,0 +1,101 @@
+"""The `gpuc run`, `gpuc jobs` and `gpuc cancel` commands: arguments in, text or JSON out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from components.jobs import cluster_key_alias
+from infra.aws import client
+from infra.aws.jobs import JobError, JobStatus, cancel_job, list_jobs, run_job
+from infra.outcome import OK, CommandError
+
+
+def _clients(region: str) -> tuple[Any, Any]:
+    return client("ec2", region), client("ssm", region)
+
+
+def _failed(error: JobError) -> CommandError:
+    return CommandError(error.code, str(error))
+
+
+def command_run(
+    stack: str,
+    cluster: str,
+    region: str,
+    name: str,
+    command: list[str],
+    max_restarts: int,
+    as_json: bool,
+) -> int:
+    ec2, ssm = _clients(region)
+    try:
+        spec, nodes, command_id = run_job(
+            ec2, ssm, region, stack, cluster, cluster_key_alias(cluster), name, command,
+            max_restarts,
+        )  # fmt: skip
+    except JobError as error:
+        raise _failed(error) from error
+    if as_json:
+        json.dump(
+            {
+                "job": name,
+                "nodes": nodes,
+                "commandId": command_id,
+                "spec": json.loads(spec.to_json()),
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+        return OK
+    print(
+        f"job '{name}' started on {len(nodes)} node(s) of stack '{stack}' ({', '.join(nodes)}); "
+        f"SSM command {command_id}"
+    )
+    print(
+        f"follow it: gpuc jobs --stack {stack}; stop it: gpuc cancel --stack {stack} --job {name}"
+    )
+    return OK
+
+
+def status_json(status: JobStatus) -> dict[str, Any]:
+    spec = status.spec
+    return {
+        "name": spec.name,
+        "state": spec.state,
+        "command": spec.command,
+        "maxRestarts": spec.max_restarts,
+        "created": spec.created,
+        "nodes": status.nodes,
+    }
+
+
+def command_jobs(cluster: str, region: str, stack: str, as_json: bool) -> int:
+    _, ssm = _clients(region)
+    jobs = list_jobs(ssm, cluster)
+    if as_json:
+        json.dump([status_json(j) for j in jobs], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return OK
+    if not jobs:
+        print(f"stack '{stack}' has no jobs (gpuc run --stack {stack} -- python train.py)")
+        return OK
+    for job in jobs:
+        spec = job.spec
+        print(f"{spec.name:<24}{spec.state:<11}{' '.join(spec.command)}")
+        for node, report in sorted(job.nodes.items()):
+            detail = f" ({report['detail']})" if report.get("detail") else ""
+            print(f"    {node:<22}{report.get('state', '?')}{detail}  {report.get('updated', '')}")
+    return OK
+
+
+def command_cancel(stack: str, cluster: str, region: str, name: str) -> int:
+    ec2, ssm = _clients(region)
+    try:
+        nodes = cancel_job(ec2, ssm, region, stack, cluster, cluster_key_alias(cluster), name)
+    except JobError as error:
+        raise _failed(error) from error
+    print(f"job '{name}' cancelled; stop sent to {len(nodes)} running node(s)")
+    return OK

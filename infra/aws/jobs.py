@@ -1,0 +1,273 @@
+"""`gpuc run`, `gpuc jobs`, `gpuc cancel`: training jobs on a stack's running nodes.
+
+A job's spec (command, restarts, environment, state) is one SSM SecureString parameter under
+the cluster key, `/gpu-cluster/<cluster>/jobs/<name>` (components/jobs.py), so a node that
+joins later finds it at boot. Each node runs it under a systemd unit of its own
+(boot/gpu-cluster-job.sh) and reports its state under `.../jobs/<name>/nodes/<instance id>`.
+The nodes are found by the stack's tag in the stack's region, as `gpuc status` finds them: no
+Pulumi state is needed.
+
+AWS behaviour relied on (Systems Manager API reference): SendCommand with AWS-RunShellScript
+runs on managed instances only (DescribeInstanceInformation lists them, PingStatus Online);
+GetParametersByPath returns a hierarchy's parameters, nested ones with Recursive; a parameter
+name may also be the path of others (/a/b and /a/b/c)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from components.jobs import JOB_COMMAND, job_parameter, jobs_path
+from infra.aws import call, paginate
+from infra.aws.status import Node, list_nodes
+from infra.errors import AwsError
+
+JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+ACTIVE = "active"
+CANCELLED = "cancelled"
+DEFAULT_MAX_RESTARTS = 3
+SEND_TIMEOUT_SECONDS = 600  # the start command itself, not the job (a unit of its own)
+
+
+class JobError(Exception):
+    """A job request that cannot be carried out; nothing was started (the message says why)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    command: list[str]
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    env: dict[str, str] = field(default_factory=dict)
+    state: str = ACTIVE
+    created: str = ""
+    nodes: int = 0  # running nodes when it started (torchrun's --nnodes MIN:MAX takes 1:this)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "name": self.name,
+                "command": self.command,
+                "maxRestarts": self.max_restarts,
+                "env": self.env,
+                "state": self.state,
+                "created": self.created,
+                "nodes": self.nodes,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        data = json.loads(text)
+        return cls(
+            name=data["name"],
+            command=list(data["command"]),
+            max_restarts=int(data.get("maxRestarts", DEFAULT_MAX_RESTARTS)),
+            env=dict(data.get("env") or {}),
+            state=data.get("state", ACTIVE),
+            created=data.get("created", ""),
+            nodes=int(data.get("nodes", 0)),
+        )
+
+
+def stack_nodes(ec2: Any, region: str, stack: str) -> list[Node]:
+    """The stack's running nodes (its tag), never another stack's."""
+    return [n for n in list_nodes(ec2, region) if n.stack == stack and n.state == "running"]
+
+
+def check_name(name: str) -> None:
+    if not JOB_NAME.match(name):
+        raise JobError(
+            f"--name {name!r}: a job name is 1-40 lowercase letters, digits and '-', starting "
+            "with a letter or digit (it names a systemd unit and an SSM parameter)",
+            2,
+        )
+
+
+def existing_job(ssm: Any, cluster: str, name: str) -> JobSpec | None:
+    try:
+        parameter = call(
+            ssm, "ssm", "GetParameter", Name=job_parameter(cluster, name), WithDecryption=True
+        )
+    except AwsError as error:
+        if error.code == "ParameterNotFound":
+            return None
+        raise
+    return JobSpec.from_json(parameter["Parameter"]["Value"])
+
+
+def unreachable(ssm: Any, instance_ids: list[str]) -> list[str] | None:
+    """The nodes SSM cannot run a command on (None when this endpoint cannot tell)."""
+    try:
+        listed = paginate(
+            ssm,
+            "ssm",
+            "DescribeInstanceInformation",
+            "InstanceInformationList",
+            Filters=[{"Key": "InstanceIds", "Values": instance_ids}],
+        )
+        online = {i["InstanceId"] for i in listed if i.get("PingStatus") == "Online"}
+    except NotImplementedError:  # moto's in-process mock has no such API
+        return None
+    except AwsError as error:
+        if error.code == "ResponseParserError":  # an emulator, never AWS
+            return None
+        raise
+    return sorted(set(instance_ids) - online)
+
+
+def start_command(name: str) -> list[str]:
+    return [f"{JOB_COMMAND} start {shlex.quote(name)}"]
+
+
+def run_job(
+    ec2: Any,
+    ssm: Any,
+    region: str,
+    stack: str,
+    cluster: str,
+    key_alias: str,
+    name: str,
+    command: list[str],
+    max_restarts: int = DEFAULT_MAX_RESTARTS,
+    env: dict[str, str] | None = None,
+    now: datetime | None = None,
+) -> tuple[JobSpec, list[str], str]:
+    """Store the spec, then start it on every running node: (spec, node ids, command id)."""
+    check_name(name)
+    if not command:
+        raise JobError("gpuc run: give the command after --, e.g. -- python train.py", 2)
+    nodes = stack_nodes(ec2, region, stack)
+    if not nodes:
+        raise JobError(
+            f"stack '{stack}' has no running node in {region}: start it first (pulumi up, or "
+            f"gpuc resume --stack {stack}); nothing was started",
+            4,
+        )
+    ids = [n.instance_id for n in nodes]
+    current = existing_job(ssm, cluster, name)
+    if current is not None and current.state == ACTIVE:
+        raise JobError(
+            f"a job named '{name}' is already running on stack '{stack}': gpuc cancel --stack "
+            f"{stack} --job {name} first, or give another --name; nothing was started",
+            3,
+        )
+    missing = unreachable(ssm, ids)
+    if missing:
+        raise JobError(
+            f"node(s) {', '.join(missing)} of stack '{stack}' are not reachable by SSM (agent "
+            "not registered or offline; see `systemctl status amazon-ssm-agent` through the "
+            "console, or wait for a booting node); nothing was started",
+            4,
+        )
+    spec = JobSpec(
+        name=name,
+        command=list(command),
+        max_restarts=max_restarts,
+        env=dict(env or {}),
+        created=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        nodes=len(ids),
+    )
+    call(
+        ssm,
+        "ssm",
+        "PutParameter",
+        Name=job_parameter(cluster, name),
+        Value=spec.to_json(),
+        Type="SecureString",
+        KeyId=key_alias,
+        Overwrite=True,
+        Description=f"gpu-cluster job {name} of stack {stack}",
+    )
+    try:
+        sent = call(
+            ssm,
+            "ssm",
+            "SendCommand",
+            InstanceIds=ids,
+            DocumentName="AWS-RunShellScript",
+            Comment=f"gpuc run {name}"[:100],
+            TimeoutSeconds=SEND_TIMEOUT_SECONDS,
+            Parameters={
+                "commands": start_command(name),
+                "executionTimeout": [str(SEND_TIMEOUT_SECONDS)],
+            },
+        )
+    except AwsError:
+        # nothing half-started: a later node must not find a job that never ran
+        call(ssm, "ssm", "DeleteParameter", Name=job_parameter(cluster, name))
+        raise
+    return spec, ids, sent["Command"]["CommandId"]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    spec: JobSpec
+    nodes: dict[str, dict[str, Any]]  # instance id -> {"state", "restarts", "updated"}
+
+
+def list_jobs(ssm: Any, cluster: str) -> list[JobStatus]:
+    """Every job of the cluster with each node's own report."""
+    specs: dict[str, JobSpec] = {}
+    reports: dict[str, dict[str, dict[str, Any]]] = {}
+    prefix = jobs_path(cluster) + "/"
+    for parameter in paginate(
+        ssm,
+        "ssm",
+        "GetParametersByPath",
+        "Parameters",
+        Path=jobs_path(cluster),
+        Recursive=True,
+        WithDecryption=True,
+    ):
+        relative = parameter["Name"].removeprefix(prefix).split("/")
+        if len(relative) == 1:
+            specs[relative[0]] = JobSpec.from_json(parameter["Value"])
+        elif len(relative) == 3 and relative[1] == "nodes":
+            try:
+                report = json.loads(parameter["Value"])
+            except json.JSONDecodeError:
+                report = {"state": parameter["Value"]}
+            reports.setdefault(relative[0], {})[relative[2]] = report
+    return [JobStatus(specs[name], reports.get(name, {})) for name in sorted(specs)]
+
+
+def cancel_job(
+    ec2: Any, ssm: Any, region: str, stack: str, cluster: str, key_alias: str, name: str
+) -> list[str]:
+    """Mark the job cancelled (no node starts it again) and stop it where it runs."""
+    current = existing_job(ssm, cluster, name)
+    if current is None:
+        raise JobError(f"stack '{stack}' has no job named '{name}' (gpuc jobs --stack {stack})", 3)
+    cancelled = JobSpec(**{**vars(current), "state": CANCELLED})
+    call(
+        ssm,
+        "ssm",
+        "PutParameter",
+        Name=job_parameter(cluster, name),
+        Value=cancelled.to_json(),
+        Type="SecureString",
+        KeyId=key_alias,
+        Overwrite=True,
+    )
+    ids = [n.instance_id for n in stack_nodes(ec2, region, stack)]
+    if ids:
+        call(
+            ssm,
+            "ssm",
+            "SendCommand",
+            InstanceIds=ids,
+            DocumentName="AWS-RunShellScript",
+            Comment=f"gpuc cancel {name}"[:100],
+            Parameters={"commands": [f"{JOB_COMMAND} stop {shlex.quote(name)}"]},
+        )
+    return ids
