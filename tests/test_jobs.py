@@ -295,3 +295,47 @@ def test_a_node_that_cannot_list_the_jobs_fails_the_step_so_systemd_retries(make
     assert node.step("gpu-cluster-jobs", "boot").returncode == 1
     unit = node.read("/etc/systemd/system/gpu-cluster-jobs.service")
     assert "Restart=on-failure" in unit and "RestartSec=120" in unit
+
+
+def test_run_and_jobs_end_to_end_against_a_moto_server(moto_server):
+    """`gpuc` as a subprocess, its clients pointed at the server by AWS_ENDPOINT_URL."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ours = ec2.run_instances(
+        ImageId=image, InstanceType="p4d.24xlarge", MinCount=2, MaxCount=2,
+        TagSpecifications=tagged("train"),
+    )["Instances"]  # fmt: skip
+    ec2.run_instances(
+        ImageId=image, InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1,
+        TagSpecifications=tagged("inference"),
+    )  # fmt: skip
+    kms = boto3.client("kms", region_name=REGION, endpoint_url=moto_server)
+    key = kms.create_key()["KeyMetadata"]["KeyId"]
+    kms.create_alias(AliasName=cluster_key_alias("train"), TargetKeyId=key)
+
+    def gpuc(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "infra.cli", *args],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    started = gpuc("run", "--stack", "train", "--json", "--", "python", "train.py", "--epochs", "3")
+    assert started.returncode == 0, started.stderr
+    assert sorted(json.loads(started.stdout)["nodes"]) == sorted(i["InstanceId"] for i in ours)
+    listed = gpuc("jobs", "--stack", "train", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [job["name"] for job in json.loads(listed.stdout)] == ["train"]
+    nothing = gpuc("run", "--stack", "dev", "--", "python", "train.py")
+    assert nothing.returncode == 4 and "has no running node" in nothing.stderr

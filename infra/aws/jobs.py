@@ -119,7 +119,9 @@ def unreachable(ssm: Any, instance_ids: list[str]) -> list[str] | None:
     except NotImplementedError:  # moto's in-process mock has no such API
         return None
     except AwsError as error:
-        if error.code == "ResponseParserError":  # an emulator, never AWS
+        # an emulator without the API (moto's server answers an HTML 500 page): AWS answers
+        # in its own error format, with a named code, never with a bare status
+        if error.code == "ResponseParserError" or (error.code.isdigit() and "<html" in str(error)):
             return None
         raise
     return sorted(set(instance_ids) - online)
