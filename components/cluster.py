@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pulumi
@@ -12,13 +13,14 @@ from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.cost_controls import CostControls
 from components.datastore import DataStore, DataStoreArgs
-from components.jobs import jobs_path
+from components.jobs import JOB_LOG_RETENTION_DAYS, jobs_log_group, jobs_path
 from components.launch_template import RootVolume
 from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
+from components.policies import log_group_writer_policy
 from components.purchase import OnDemand, Purchase, Spot, is_single_instance
 from components.secrets import secrets_path, store_secrets
 from components.security import ClusterSecurity, ClusterSecurityArgs
@@ -140,6 +142,7 @@ class GpuCluster(pulumi.ComponentResource):
             child,
         )
         self.secrets = store_secrets(name, args.secrets, self.security.key.arn, args.tags, child)
+        self.jobs_log = self._jobs_log(name, args, child)
         self.network = ClusterNetwork(
             child_name(name, "network"),
             ClusterNetworkArgs(
@@ -231,6 +234,7 @@ class GpuCluster(pulumi.ComponentResource):
                             expected_busbw_gbytes=self.expected_busbw_gbytes,
                             lustre_target=values[1],
                             secrets_path=secrets_path(name) if args.secrets else "",
+                            jobs_log_group=jobs_log_group(name),
                         )
                     )
                 ),
@@ -307,3 +311,26 @@ class GpuCluster(pulumi.ComponentResource):
         outputs["ssmSessionCommands"] = self.ssm_commands
         outputs["torchrunCommand"] = self.job_command
         self.register_outputs(outputs)
+
+    def _jobs_log(
+        self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions
+    ) -> aws.cloudwatch.LogGroup:
+        """Every node's job output (`gpuc logs`), encrypted with the cluster key, written by
+        the nodes' CloudWatch agent only."""
+        group = aws.cloudwatch.LogGroup(
+            child_name(name, "jobs-log"),
+            name=jobs_log_group(name),
+            kms_key_id=self.security.key.arn,
+            retention_in_days=JOB_LOG_RETENTION_DAYS,
+            tags=args.tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            child_name(name, "jobs-log-access"),
+            role=self.security.role.name,
+            policy=group.arn.apply(
+                lambda arn: json.dumps(log_group_writer_policy("JobOutput", arn))
+            ),
+            opts=child,
+        )
+        return group

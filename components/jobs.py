@@ -19,3 +19,13 @@ def job_parameter(cluster: str, name: str) -> str:
 def cluster_key_alias(cluster: str) -> str:
     """The cluster key's alias (components/kms.py), which encrypts the job specs."""
     return f"alias/gpu-cluster/{cluster}-security"
+
+
+JOB_LOG_DIR = "/var/log/gpu-cluster/jobs"  # each job's output, one file per job, on the node
+JOB_LOG_RETENTION_DAYS = 30
+
+
+def jobs_log_group(cluster: str) -> str:
+    """Every node's job output (the CloudWatch agent ships JOB_LOG_DIR, a stream per node);
+    under the /gpu-cluster/<cluster>- prefix the cluster key's policy lets Logs use."""
+    return f"/gpu-cluster/{cluster}-jobs"

@@ -419,3 +419,18 @@ def flow_logs_delivery_policy(log_group_arn: str) -> dict[str, Any]:
             {"Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
         ],
     }
+
+
+def log_group_writer_policy(sid: str, log_group_arn: str) -> dict[str, Any]:
+    """The CloudWatch agent on a node writes into this log group only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": sid,
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                "Resource": [log_group_arn, f"{log_group_arn}:*"],
+            }
+        ],
+    }

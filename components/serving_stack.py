@@ -20,6 +20,7 @@ from components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService
 from components.launch_template import RootVolume
 from components.naming import CLUSTER_TAG, bounded_name, child_name, unique_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
+from components.policies import log_group_writer_policy
 from components.purchase import OnDemand, Purchase
 from components.security import ClusterSecurity, ClusterSecurityArgs
 from components.serving_config import ServingConfig
@@ -31,17 +32,7 @@ TRITON_METRICS_PORT = 8002
 
 def metrics_log_policy(log_group_arn: str) -> dict[str, Any]:
     """The CloudWatch agent writes the model server's metrics into this log group only."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "ModelServerMetrics",
-                "Effect": "Allow",
-                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                "Resource": [log_group_arn, f"{log_group_arn}:*"],
-            }
-        ],
-    }
+    return log_group_writer_policy("ModelServerMetrics", log_group_arn)
 
 
 @dataclass

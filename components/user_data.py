@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from components.aws_limits import user_data_text
+from components.jobs import JOB_LOG_DIR
 from components.naming import CLUSTER_TAG
 
 BOOT_DIR = Path(__file__).parent / "boot"
@@ -51,6 +52,7 @@ class BootConfig:
     expected_busbw_gbytes: float = 0.0  # all-reduce bus bandwidth the network allows
     lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
     secrets_path: str = ""  # the SSM hierarchy of the cluster's secrets ("" for none)
+    jobs_log_group: str = ""  # where the CloudWatch agent ships the jobs' output ("" for none)
     row_remapping: bool = False  # the GPUs remap rows (A100, H100, ...): see boot/*-health.sh
     internet: bool = True  # a NAT gateway: installs from outside AWS's regional buckets work
 
@@ -252,6 +254,8 @@ def render_user_data(boot: BootConfig) -> str:
         "EXPECTED_BUSBW_GBPS": f"{boot.expected_busbw_gbytes:g}",
         "SECRETS_PATH": shlex.quote(boot.secrets_path),
         "JOB_USER": JOB_USER,
+        "JOBS_LOG_GROUP": shlex.quote(boot.jobs_log_group),
+        "JOB_LOG_DIR": shlex.quote(JOB_LOG_DIR),
     }
     steps = cluster_steps(boot)
     installs = [step_block(step) for step in steps]

@@ -71,6 +71,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return command_jobs(cluster, region, args.stack, args.json)
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    from infra.aws.job_command import command_logs
+
+    cluster, region = job_target(args.stack, args.region)
+    return command_logs(cluster, region, args.job, args.node, args.follow, args.json)
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     from infra.aws.job_command import command_cancel
 
@@ -506,6 +513,14 @@ def parser() -> argparse.ArgumentParser:
     jobs.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
     jobs.add_argument("--json", action="store_true")
     jobs.set_defaults(func=cmd_jobs)
+    logs = sub.add_parser("logs", help="a job's output from every node, interleaved (needs AWS)")
+    logs.add_argument("--stack", "-s", required=True)
+    logs.add_argument("--job", required=True)
+    logs.add_argument("--node", help="only this node (its instance id)")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    logs.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
+    logs.add_argument("--json", action="store_true", help="one JSON object per line")
+    logs.set_defaults(func=cmd_logs)
     cancel = sub.add_parser("cancel", help="stop a job on every node and keep it stopped")
     cancel.add_argument("--stack", "-s", required=True)
     cancel.add_argument("--job", required=True)

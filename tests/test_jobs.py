@@ -10,7 +10,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from components.jobs import cluster_key_alias, job_parameter
+from components.jobs import cluster_key_alias, job_parameter, jobs_log_group
 from infra import cli
 from infra.aws.jobs import JobError, run_job
 
@@ -205,7 +205,7 @@ def job_spec(state: str = "active") -> str:
 def job_node(make_node, state: str = "active"):
     listing = "/gpu-cluster/train/jobs/pretrain\t/gpu-cluster/train/jobs/pretrain/nodes/i-0aaa"
     node = make_node(
-        replace(TRAIN),
+        replace(TRAIN, jobs_log_group=jobs_log_group("train")),
         aws=[
             ("get-parameters-by-path", listing),
             ("ssm get-parameter", job_spec(state)),
@@ -214,7 +214,9 @@ def job_node(make_node, state: str = "active"):
         ],
     )
     torchrun = node.harness / "bin/torchrun"
-    torchrun.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$HARNESS/torchrun-args"\n')
+    torchrun.write_text(
+        '#!/bin/bash\nprintf "%s\\n" "$@" > "$HARNESS/torchrun-args"\necho "step 1 loss 2.5"\n'
+    )
     torchrun.chmod(0o755)
     node.install_only()  # the job user of this machine (the AMI's is ubuntu)
     env_file = node.file("/etc/gpu-cluster/cluster.env")
@@ -251,6 +253,8 @@ def test_a_booting_healthy_node_starts_the_stacks_active_jobs(make_node):
     assert args[-5:] == ["train.py", "--epochs", "3", "--note", "two words"]
     assert "python" not in args and "--no-python" not in args
     assert reports(node) == ["running", "done"]
+    # the output, each line with the job's name, where the CloudWatch agent ships it from
+    assert node.read("/var/log/gpu-cluster/jobs/pretrain.log") == "[pretrain] step 1 loss 2.5\n"
     spec = node.file("/etc/gpu-cluster/jobs/pretrain.json")
     assert oct(spec.stat().st_mode & 0o777) == "0o640"  # root and the job user only
 
@@ -339,3 +343,47 @@ def test_run_and_jobs_end_to_end_against_a_moto_server(moto_server):
     assert [job["name"] for job in json.loads(listed.stdout)] == ["train"]
     nothing = gpuc("run", "--stack", "dev", "--", "python", "train.py")
     assert nothing.returncode == 4 and "has no running node" in nothing.stderr
+
+
+def test_the_cloudwatch_agent_ships_the_jobs_output_a_stream_per_node(make_node):
+    node = job_node(make_node)
+    assert node.step("gpu-cluster-gpu-metrics").returncode == 0
+    config = json.loads(node.read("/opt/aws/amazon-cloudwatch-agent/etc/gpu-cluster.json"))
+    (shipped,) = config["logs"]["logs_collected"]["files"]["collect_list"]
+    assert shipped == {
+        "file_path": "/var/log/gpu-cluster/jobs/*.log",
+        "log_group_name": "/gpu-cluster/train-jobs",
+        "log_stream_name": "{instance_id}",
+    }
+
+
+@mock_aws
+def test_logs_interleave_every_nodes_output_of_one_job_by_time(capsys):
+    import time
+
+    logs = boto3.client("logs", region_name=REGION)
+    group = jobs_log_group("train")
+    now = int(time.time() * 1000)  # Logs refuses events older than 14 days
+    logs.create_log_group(logGroupName=group)
+    for node, events in {
+        "i-0aaa": [
+            (1000, "[pretrain] step 1"),
+            (3000, "[other] unrelated"),
+            (5000, "[pretrain] step 3"),
+        ],
+        "i-0bbb": [(2000, "[pretrain] step 2"), (4000, "[pretrain-b] not this job")],
+    }.items():
+        logs.create_log_stream(logGroupName=group, logStreamName=node)
+        logs.put_log_events(
+            logGroupName=group,
+            logStreamName=node,
+            logEvents=[{"timestamp": now + t, "message": m} for t, m in events],
+        )
+    assert cli.main(["logs", "--stack", "train", "--job", "pretrain"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "i-0aaa  step 1",
+        "i-0bbb  step 2",
+        "i-0aaa  step 3",
+    ]
+    assert cli.main(["logs", "--stack", "train", "--job", "pretrain", "--node", "i-0bbb"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["i-0bbb  step 2"]

@@ -88,6 +88,27 @@ config["logs"] = {
 json.dump(config, open(path, "w"), indent=2)
 PY
 fi
+# A training node also ships its jobs' output (gpu-cluster-jobs writes one file per job), a
+# stream per node, for `gpuc logs`.
+if [ -n "${JOBS_LOG_GROUP:-}" ]; then
+  GPUC_CONFIG="$config" GPUC_LOG_GROUP="$JOBS_LOG_GROUP" GPUC_LOG_FILES="$JOB_LOG_DIR/*.log" \
+    python3 - <<'PY'
+import json
+import os
+
+path = os.environ["GPUC_CONFIG"]
+config = json.load(open(path))
+files = config.setdefault("logs", {}).setdefault("logs_collected", {}).setdefault("files", {})
+files.setdefault("collect_list", []).append(
+    {
+        "file_path": os.environ["GPUC_LOG_FILES"],
+        "log_group_name": os.environ["GPUC_LOG_GROUP"],
+        "log_stream_name": "{instance_id}",
+    }
+)
+json.dump(config, open(path, "w"), indent=2)
+PY
+fi
 "$CTL" -a fetch-config -m ec2 -s -c "file:$config" || fail "the CloudWatch agent did not start"
 step_result ok
 log "publishing GPU utilization"

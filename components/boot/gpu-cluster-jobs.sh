@@ -55,6 +55,8 @@ case "${1:-}" in
       echo "gpu-cluster-jobs: job $name is not active; not started" >&2
       exit 0
     fi
+    # the job's output, shipped by the CloudWatch agent (gpu-cluster-gpu-metrics)
+    install -d -m 0755 -o "$JOB_USER" "$R$JOB_LOG_DIR" || exit 1
     systemctl start --no-block "gpu-cluster-job@$name.service"
     ;;
   stop)
@@ -105,8 +107,11 @@ case "${1:-}" in
       *.py) ;;
       *) set -- --no-python "$@" ;;
     esac
-    GPUC_NNODES="1:${nodes:-1}" "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" "$@"
-    status=$?
+    # every line prefixed with the job's name: `gpuc logs --job NAME` finds its lines in the
+    # node's stream
+    GPUC_NNODES="1:${nodes:-1}" "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" \
+      "$@" 2>&1 | sed -u "s/^/[$name] /" >> "$R$JOB_LOG_DIR/$name.log"
+    status=${PIPESTATUS[0]}
     if [ "$status" -eq 0 ]; then
       report "$name" "done"
     else

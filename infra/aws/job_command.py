@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 from components.jobs import cluster_key_alias
 from infra.aws import client
-from infra.aws.jobs import JobError, JobStatus, cancel_job, list_jobs, run_job
+from infra.aws.jobs import JobError, JobStatus, cancel_job, job_log_lines, list_jobs, run_job
 from infra.outcome import OK, CommandError
 
 
@@ -99,3 +100,31 @@ def command_cancel(stack: str, cluster: str, region: str, name: str) -> int:
         raise _failed(error) from error
     print(f"job '{name}' cancelled; stop sent to {len(nodes)} running node(s)")
     return OK
+
+
+FOLLOW_SECONDS = 5
+
+
+def command_logs(
+    cluster: str, region: str, name: str, node: str | None, follow: bool, as_json: bool
+) -> int:
+    """The job's output from every node, interleaved by time, each line with its node;
+    --follow keeps polling (Ctrl-C ends it)."""
+    logs = client("logs", region)
+    start: int | None = None
+    try:
+        while True:
+            lines = job_log_lines(logs, cluster, name, node, start)
+            for line in lines:
+                if as_json:
+                    print(json.dumps(vars(line)))
+                else:
+                    print(f"{line.node}  {line.text}")
+            sys.stdout.flush()
+            if lines:
+                start = lines[-1].timestamp + 1
+            if not follow:
+                return OK
+            time.sleep(FOLLOW_SECONDS)
+    except KeyboardInterrupt:
+        return OK

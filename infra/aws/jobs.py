@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from components.jobs import JOB_COMMAND, job_parameter, jobs_path
+from components.jobs import JOB_COMMAND, job_parameter, jobs_log_group, jobs_path
 from infra.aws import call, paginate
 from infra.aws.status import Node, list_nodes
 from infra.errors import AwsError
@@ -273,3 +273,40 @@ def cancel_job(
             Parameters={"commands": [f"{JOB_COMMAND} stop {shlex.quote(name)}"]},
         )
     return ids
+
+
+@dataclass(frozen=True)
+class LogLine:
+    timestamp: int  # ms since the epoch, as CloudWatch Logs keeps it
+    node: str  # the stream: one per node (the instance id)
+    text: str
+
+
+def job_log_lines(
+    logs: Any,
+    cluster: str,
+    name: str,
+    node: str | None = None,
+    start_ms: int | None = None,
+) -> list[LogLine]:
+    """The job's output from every node (or one), oldest first, its name prefix removed."""
+    marker = f"[{name}] "
+    arguments: dict[str, Any] = {
+        "logGroupName": jobs_log_group(cluster),
+        # the name as a quoted term (a filter pattern's brackets mean fields); the exact
+        # "[name] " prefix is checked here
+        "filterPattern": f'"{name}"',
+    }
+    if node:
+        arguments["logStreamNames"] = [node]
+    if start_ms is not None:
+        arguments["startTime"] = start_ms
+    found = [
+        LogLine(event["timestamp"], event["logStreamName"], event["message"])
+        for event in paginate(logs, "logs", "FilterLogEvents", "events", **arguments)
+        if event["message"].startswith(marker)
+    ]
+    return sorted(
+        (LogLine(line.timestamp, line.node, line.text.removeprefix(marker)) for line in found),
+        key=lambda line: (line.timestamp, line.node),
+    )
