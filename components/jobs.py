@@ -22,7 +22,7 @@ def cluster_key_alias(cluster: str) -> str:
 
 
 JOB_LOG_DIR = "/var/log/gpu-cluster/jobs"  # each job's output, one file per job, on the node
-JOB_LOG_RETENTION_DAYS = 30
+JOB_LOG_RETENTION_DAYS = 365  # Security Hub CloudWatch.16: at least a year
 
 
 def jobs_log_group(cluster: str) -> str:
