@@ -131,6 +131,13 @@ with open(os.path.join(harness, "aws-calls.jsonl"), "a") as calls:
 path = os.path.join(harness, "aws.json")
 table = json.load(open(path))
 line = " ".join(args)
+# The AWS CLI on a node has no configured region (the AMI ships none): without --region or
+# AWS_REGION / AWS_DEFAULT_REGION it refuses, as every boot script's call must not.
+configured = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+if "--region" not in args and not configured:
+    sys.stderr.write("\nYou must specify a region. You can also configure your region by "
+                     "running \"aws configure\".\n")
+    sys.exit(253)
 for needle, left in table.get("flaky", {}).items():  # fails that many times, then answers
     if needle in line and left > 0:
         table["flaky"][needle] = left - 1

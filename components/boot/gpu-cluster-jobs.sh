@@ -30,14 +30,14 @@ PY
 report() {  # report NAME STATE [DETAIL]: this node's state of a job
   local id
   id=$(imds instance-id) || return 0
-  aws ssm put-parameter --name "$JOBS/$1/nodes/$id" --type String --overwrite \
+  aws ssm put-parameter --region "$REGION" --name "$JOBS/$1/nodes/$id" --type String --overwrite \
     --value "{\"state\": \"$2\", \"detail\": \"${3:-}\", \"updated\": \"$(date -u +%FT%TZ)\"}" \
     >/dev/null || echo "gpu-cluster-jobs: could not report $1 $2" >&2
 }
 
 fetch() {  # fetch NAME: the spec into $SPECS/NAME.json (root and the job user may read it)
   local value
-  value=$(aws ssm get-parameter --name "$JOBS/$1" --with-decryption \
+  value=$(aws ssm get-parameter --region "$REGION" --name "$JOBS/$1" --with-decryption \
     --query Parameter.Value --output text) || return 1
   local group
   group="$(id -gn "$JOB_USER")" || { log "no job user $JOB_USER on this node"; return 1; }
@@ -75,7 +75,7 @@ case "${1:-}" in
       exit 0
     fi
     for _ in $(seq 1 180); do [ -r "$ETC/torchrun.env" ] && break; sleep 10; done
-    names=$(aws ssm get-parameters-by-path --path "$JOBS" --with-decryption \
+    names=$(aws ssm get-parameters-by-path --region "$REGION" --path "$JOBS" --with-decryption \
       --query 'Parameters[].Name' --output text) || exit 1
     for parameter in $names; do
       name="${parameter#"$JOBS/"}"
