@@ -41,7 +41,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def job_target(stack: str, region: str | None) -> tuple[str, str]:
     """(cluster name, region) of a stack, from its stack file where it still has one."""
     settings = stack_settings(stack)
-    return settings.get("gpu-cluster:clusterName") or stack, stack_region(stack, region)
+    cluster = (settings or {}).get("gpu-cluster:clusterName") or stack
+    return cluster, stack_region(stack, region, settings)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -171,31 +172,30 @@ SWEPT_SERVICES = (
 )
 
 
-def stack_settings(stack: str | None) -> dict[str, str]:
-    """The stack file's settings, or none when it is gone (a destroyed stack's may be)."""
+def stack_settings(stack: str | None) -> dict[str, str] | None:
+    """The stack file's settings ({} without a stack), or None when its file is gone (a
+    destroyed stack's may be)."""
     from infra.stack_files import StackFileError, load_stack_config
 
     try:
         return load_stack_config(stack) if stack else {}
     except StackFileError:
-        return {}
+        return None
 
 
-def stack_region(stack: str | None, region: str | None) -> str:
+def stack_region(
+    stack: str | None, region: str | None, settings: dict[str, str] | None = None
+) -> str:
     """The region asked for, else the stack file's aws:region, else us-east-1 (a destroyed
-    stack's file may be gone: then say which region is searched)."""
+    stack's file may be gone: then say which region is searched). ``settings``: the stack
+    file's, when the caller has read them already."""
     if region:
         return region
-    if stack:
-        from infra.stack_files import StackFileError, load_stack_config
-
-        try:
-            return load_stack_config(stack).get("aws:region") or "us-east-1"
-        except StackFileError:
-            print(
-                f"no stack file for '{stack}': looking in us-east-1 (--region R)", file=sys.stderr
-            )
-    return "us-east-1"
+    settings = settings if settings is not None else stack_settings(stack)
+    if settings is None:
+        print(f"no stack file for '{stack}': looking in us-east-1 (--region R)", file=sys.stderr)
+        return "us-east-1"
+    return settings.get("aws:region") or "us-east-1"
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -239,8 +239,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from infra.cost.unit_prices import hours_per_month
     from infra.outcome import USAGE
 
-    args.region = stack_region(args.stack, args.region)
     settings = stack_settings(args.stack)
+    args.region = stack_region(args.stack, args.region, settings)
+    settings = settings or {}
     if settings.get("gpu-cluster:role") == "data":
         raise CommandError(
             INPUT,

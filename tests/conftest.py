@@ -86,3 +86,25 @@ def moto_server():
     yield url
     server.terminate()
     server.wait(timeout=10)
+
+
+def gpuc_at(endpoint: str, *args: str):
+    """`gpuc` as a subprocess, its AWS clients pointed at ``endpoint`` by AWS_ENDPOINT_URL
+    (a moto server: the way a real endpoint is reached)."""
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "infra.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -134,47 +134,44 @@ def test_bad_requests_are_messages(capsys):
     assert "has no job named 'nope'" in capsys.readouterr().err
 
 
-def test_a_node_ssm_cannot_reach_means_nothing_is_started(monkeypatch):
-    """moto has no DescribeInstanceInformation: the real answer, stubbed."""
-    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    ssm = boto3.client("ssm", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+def stubbed_run(monkeypatch, running: list[str], online: list[str]):
+    """Offline clients for run_job: these nodes running, these online for SSM (moto has no
+    DescribeInstanceInformation), no job of that name yet; the stub for more answers."""
     from infra.aws import jobs as job_module
     from infra.aws.status import Node
 
-    running = [
-        Node(f"i-0{n}", "train", "train", "p4d.24xlarge", "on-demand", "running", "a", 1, 1.0)
-        for n in (1, 2)
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    ssm = boto3.client("ssm", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    nodes_ = [
+        Node(i, "train", "train", "p4d.24xlarge", "on-demand", "running", "a", 1, 1.0)
+        for i in running
     ]
-    monkeypatch.setattr(job_module, "list_nodes", lambda *_: running)
-    with Stubber(ssm) as stub:
-        stub.add_client_error("get_parameter", "ParameterNotFound")
-        stub.add_response(
-            "describe_instance_information",
-            {"InstanceInformationList": [{"InstanceId": "i-01", "PingStatus": "Online"}]},
-        )
+    monkeypatch.setattr(job_module, "list_nodes", lambda *_: nodes_)
+    stub = Stubber(ssm)
+    stub.add_client_error("get_parameter", "ParameterNotFound")
+    stub.add_response(
+        "describe_instance_information",
+        {"InstanceInformationList": [{"InstanceId": i, "PingStatus": "Online"} for i in online]},
+    )
+    return ec2, ssm, stub
+
+
+def test_a_node_ssm_cannot_reach_means_nothing_is_started(monkeypatch):
+    ec2, ssm, stub = stubbed_run(monkeypatch, ["i-01", "i-02"], online=["i-01"])
+    with stub:
         with pytest.raises(JobError, match="i-02 of stack 'train' are not reachable by SSM"):
             run_job(ec2, ssm, REGION, "train", "train", "alias/x", "pretrain", ["python", "a.py"])
         stub.assert_no_pending_responses()  # no PutParameter, no SendCommand
 
 
 def test_a_failed_send_leaves_no_job_behind(monkeypatch):
-    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    ssm = boto3.client("ssm", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    from infra.aws import jobs as job_module
-    from infra.aws.status import Node
     from infra.errors import AwsError
 
-    running = [Node("i-01", "train", "train", "p4d.24xlarge", "on-demand", "running", "a", 1, 1.0)]
-    monkeypatch.setattr(job_module, "list_nodes", lambda *_: running)
-    with Stubber(ssm) as stub:
-        stub.add_client_error("get_parameter", "ParameterNotFound")
-        stub.add_response(
-            "describe_instance_information",
-            {"InstanceInformationList": [{"InstanceId": "i-01", "PingStatus": "Online"}]},
-        )
-        stub.add_response("put_parameter", {"Version": 1})
-        stub.add_client_error("send_command", "AccessDeniedException")
-        stub.add_response("delete_parameter", {}, {"Name": job_parameter("train", "pretrain")})
+    ec2, ssm, stub = stubbed_run(monkeypatch, ["i-01"], online=["i-01"])
+    stub.add_response("put_parameter", {"Version": 1})
+    stub.add_client_error("send_command", "AccessDeniedException")
+    stub.add_response("delete_parameter", {}, {"Name": job_parameter("train", "pretrain")})
+    with stub:
         with pytest.raises(AwsError, match="ssm:SendCommand"):
             run_job(ec2, ssm, REGION, "train", "train", "alias/x", "pretrain", ["python", "a.py"])
         stub.assert_no_pending_responses()
@@ -303,18 +300,8 @@ def test_a_node_that_cannot_list_the_jobs_fails_the_step_so_systemd_retries(make
 
 def test_run_and_jobs_end_to_end_against_a_moto_server(moto_server):
     """`gpuc` as a subprocess, its clients pointed at the server by AWS_ENDPOINT_URL."""
-    import os
-    import subprocess
-    import sys
+    from conftest import gpuc_at
 
-    from conftest import ROOT
-
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": moto_server,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     ours = ec2.run_instances(
@@ -329,11 +316,8 @@ def test_run_and_jobs_end_to_end_against_a_moto_server(moto_server):
     key = kms.create_key()["KeyMetadata"]["KeyId"]
     kms.create_alias(AliasName=cluster_key_alias("train"), TargetKeyId=key)
 
-    def gpuc(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "infra.cli", *args],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+    def gpuc(*args: str):
+        return gpuc_at(moto_server, *args)
 
     started = gpuc("run", "--stack", "train", "--json", "--", "python", "train.py", "--epochs", "3")
     assert started.returncode == 0, started.stderr

@@ -161,18 +161,8 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
 
 def test_status_and_sweep_end_to_end_against_a_moto_server(moto_server):
     """`gpuc` as a subprocess, its clients pointed at the server by AWS_ENDPOINT_URL."""
-    import os
-    import subprocess
-    import sys
+    from conftest import gpuc_at
 
-    from conftest import ROOT
-
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": moto_server,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     ec2.run_instances(
@@ -186,15 +176,8 @@ def test_status_and_sweep_end_to_end_against_a_moto_server(moto_server):
         AvailabilityZone=f"{REGION}a", Size=500, TagSpecifications=tags("train", "volume")
     )
 
-    def gpuc(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "infra.cli", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    def gpuc(*args: str):
+        return gpuc_at(moto_server, *args)
 
     status = gpuc("status", "--stack", "train")
     assert status.returncode == 0, status.stderr

@@ -14,6 +14,7 @@ name may also be the path of others (/a/b and /a/b/c)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -127,8 +128,44 @@ def unreachable(ssm: Any, instance_ids: list[str]) -> list[str] | None:
     return sorted(set(instance_ids) - online)
 
 
-def start_command(name: str) -> list[str]:
-    return [f"{JOB_COMMAND} start {shlex.quote(name)}"]
+def store_spec(ssm: Any, cluster: str, key_alias: str, spec: JobSpec, **extra: Any) -> None:
+    """The job's spec, encrypted with the cluster key, replacing the last one."""
+    call(
+        ssm,
+        "ssm",
+        "PutParameter",
+        Name=job_parameter(cluster, spec.name),
+        Value=spec.to_json(),
+        Type="SecureString",
+        KeyId=key_alias,
+        Overwrite=True,
+        **extra,
+    )
+
+
+def tell_nodes(
+    ssm: Any,
+    ids: list[str],
+    verb: str,
+    name: str,
+    comment: str,
+    parameters: dict[str, list[str]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """`gpu-cluster-jobs VERB NAME` on each node, through SSM Run Command (``comment``: the
+    gpuc command that sent it; ``parameters``: the document's others)."""
+    commands = {"commands": [f"{JOB_COMMAND} {verb} {shlex.quote(name)}"]}
+    parameters = {**commands, **(parameters or {})}
+    return call(
+        ssm,
+        "ssm",
+        "SendCommand",
+        InstanceIds=ids,
+        DocumentName="AWS-RunShellScript",
+        Comment=f"{comment} {name}"[:100],
+        Parameters=parameters,
+        **extra,
+    )
 
 
 def run_job(
@@ -179,30 +216,18 @@ def run_job(
         created=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         nodes=len(ids),
     )
-    call(
-        ssm,
-        "ssm",
-        "PutParameter",
-        Name=job_parameter(cluster, name),
-        Value=spec.to_json(),
-        Type="SecureString",
-        KeyId=key_alias,
-        Overwrite=True,
-        Description=f"gpu-cluster job {name} of stack {stack}",
+    store_spec(
+        ssm, cluster, key_alias, spec, Description=f"gpu-cluster job {name} of stack {stack}"
     )
     try:
-        sent = call(
+        sent = tell_nodes(
             ssm,
-            "ssm",
-            "SendCommand",
-            InstanceIds=ids,
-            DocumentName="AWS-RunShellScript",
-            Comment=f"gpuc run {name}"[:100],
+            ids,
+            "start",
+            name,
+            "gpuc run",
             TimeoutSeconds=SEND_TIMEOUT_SECONDS,
-            Parameters={
-                "commands": start_command(name),
-                "executionTimeout": [str(SEND_TIMEOUT_SECONDS)],
-            },
+            parameters={"executionTimeout": [str(SEND_TIMEOUT_SECONDS)]},
         )
     except AwsError:
         # nothing half-started: a later node must not find a job that never ran
@@ -250,28 +275,10 @@ def cancel_job(
     current = existing_job(ssm, cluster, name)
     if current is None:
         raise JobError(f"stack '{stack}' has no job named '{name}' (gpuc jobs --stack {stack})", 3)
-    cancelled = JobSpec(**{**vars(current), "state": CANCELLED})
-    call(
-        ssm,
-        "ssm",
-        "PutParameter",
-        Name=job_parameter(cluster, name),
-        Value=cancelled.to_json(),
-        Type="SecureString",
-        KeyId=key_alias,
-        Overwrite=True,
-    )
+    store_spec(ssm, cluster, key_alias, dataclasses.replace(current, state=CANCELLED))
     ids = [n.instance_id for n in stack_nodes(ec2, region, stack)]
     if ids:
-        call(
-            ssm,
-            "ssm",
-            "SendCommand",
-            InstanceIds=ids,
-            DocumentName="AWS-RunShellScript",
-            Comment=f"gpuc cancel {name}"[:100],
-            Parameters={"commands": [f"{JOB_COMMAND} stop {shlex.quote(name)}"]},
-        )
+        tell_nodes(ssm, ids, "stop", name, "gpuc cancel")
     return ids
 
 
