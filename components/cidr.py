@@ -8,9 +8,10 @@ from dataclasses import dataclass
 AWS_RESERVED_PER_SUBNET = 5  # network, VPC router, DNS, future use, broadcast
 INTERFACE_ENDPOINTS = ("ssm", "ssmmessages", "ec2messages")
 # What a node's boot calls besides SSM and S3 (node discovery: EC2 and Auto Scaling; the
-# health check: EC2 tags, Auto Scaling instance health, CloudWatch metrics). With a NAT
-# gateway these go out through it; without one they need their own endpoints.
-AIR_GAPPED_ENDPOINTS = ("ec2", "autoscaling", "monitoring")
+# health check: EC2 tags, Auto Scaling instance health, CloudWatch metrics; the CloudWatch
+# agent: the jobs' output to CloudWatch Logs; a partial gang's stop: its alert to SNS). With a
+# NAT gateway these go out through it; without one they need their own endpoints.
+AIR_GAPPED_ENDPOINTS = ("ec2", "autoscaling", "monitoring", "logs", "sns")
 MAX_ENDPOINT_ADDRESSES = len(INTERFACE_ENDPOINTS) + len(AIR_GAPPED_ENDPOINTS)
 
 
@@ -42,14 +43,16 @@ def usable_addresses(subnet: ipaddress.IPv4Network) -> int:
     return max(subnet.num_addresses - AWS_RESERVED_PER_SUBNET, 0)
 
 
-def addresses_needed(nodes: int, ips_per_node: int) -> int:
-    """Private-subnet addresses: every IP-bearing interface of every node + one per endpoint ENI
-    (counting the air-gapped endpoints, so turning the NAT gateway off never runs out)."""
-    return nodes * ips_per_node + MAX_ENDPOINT_ADDRESSES
+def addresses_needed(nodes: int, ips_per_node: int, endpoints: int = MAX_ENDPOINT_ADDRESSES) -> int:
+    """Node-subnet addresses: every IP-bearing interface of every node + one per endpoint ENI
+    (``endpoints``: the stack's own, interface_endpoints; by default every air-gapped one)."""
+    return nodes * ips_per_node + endpoints
 
 
-def max_nodes(subnet: ipaddress.IPv4Network, ips_per_node: int) -> int:
-    return max((usable_addresses(subnet) - MAX_ENDPOINT_ADDRESSES) // max(ips_per_node, 1), 0)
+def max_nodes(
+    subnet: ipaddress.IPv4Network, ips_per_node: int, endpoints: int = MAX_ENDPOINT_ADDRESSES
+) -> int:
+    return max((usable_addresses(subnet) - endpoints) // max(ips_per_node, 1), 0)
 
 
 MAX_SERVICE_ZONES = 4

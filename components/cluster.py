@@ -13,14 +13,19 @@ from components.catalog import InstanceFacts
 from components.cidr import SubnetLayout
 from components.cost_controls import CostControls
 from components.datastore import DataStore, DataStoreArgs
-from components.jobs import JOB_LOG_RETENTION_DAYS, jobs_log_group, jobs_path
+from components.jobs import (
+    JOB_LOG_RETENTION_DAYS,
+    alerts_topic_parameter,
+    jobs_log_group,
+    jobs_path,
+)
 from components.launch_template import RootVolume
 from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from components.naming import CLUSTER_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.policies import log_group_writer_policy
+from components.policies import gang_stop_policy, log_group_writer_policy
 from components.purchase import OnDemand, Purchase, Spot, is_single_instance
 from components.secrets import secrets_path, store_secrets
 from components.security import ClusterSecurity, ClusterSecurityArgs
@@ -235,6 +240,8 @@ class GpuCluster(pulumi.ComponentResource):
                             lustre_target=values[1],
                             secrets_path=secrets_path(name) if args.secrets else "",
                             jobs_log_group=jobs_log_group(name),
+                            stack=args.tags.get("gpu-cluster:stack", name),
+                            gang_timeout_seconds=args.cost_controls.gang_timeout_minutes * 60,
                         )
                     )
                 ),
@@ -272,6 +279,8 @@ class GpuCluster(pulumi.ComponentResource):
             ),
             child,
         )
+        if args.cost_controls.gang_timeout_minutes and self.cost_controls.topic is not None:
+            self._gang_stop_access(name, args, child, self.cost_controls.topic)
         self.efa_interfaces_per_node = efa_interfaces
         self.bucket_name = pulumi.Output.from_input(bucket_name)
         self.total_gpus = args.total_gpus
@@ -311,6 +320,34 @@ class GpuCluster(pulumi.ComponentResource):
         outputs["ssmSessionCommands"] = self.ssm_commands
         outputs["torchrunCommand"] = self.job_command
         self.register_outputs(outputs)
+
+    def _gang_stop_access(
+        self,
+        name: str,
+        args: GpuClusterArgs,
+        child: pulumi.ResourceOptions,
+        topic: aws.sns.Topic,
+    ) -> None:
+        """The alert topic's ARN where the nodes find it, and their right to stop a partial
+        gang and say why (policies.gang_stop_policy)."""
+        parameter = aws.ssm.Parameter(
+            child_name(name, "alerts-topic"),
+            name=alerts_topic_parameter(name),
+            type="SecureString",  # as every parameter of the stack: under the cluster key
+            key_id=self.security.key.arn,
+            value=topic.arn,
+            description=f"gpu-cluster {name}: the alert topic a partial gang's stop goes to",
+            tags=args.tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            child_name(name, "gang-stop-access"),
+            role=self.security.role.name,
+            policy=pulumi.Output.all(topic.arn, parameter.arn).apply(
+                lambda arns: json.dumps(gang_stop_policy(name, arns[0], arns[1]))
+            ),
+            opts=child,
+        )
 
     def _jobs_log(
         self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions

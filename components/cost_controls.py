@@ -9,8 +9,10 @@ maximum lifetime, and a monthly budget with alerts - each scoped to this stack's
   ExactCapacity 0; the group's minimum is 0 for that). Missing data never stops anything.
 - Schedules and the maximum lifetime are EventBridge Scheduler schedules calling EC2
   StartInstances/StopInstances or Auto Scaling UpdateAutoScalingGroup through a role that may
-  touch only this stack's instance or group. Starting an instance whose volumes use a customer
-  key needs kms:CreateGrant on that key (EBS creates the grant for the instance).
+  touch only this stack's instance or group. Before the maximum lifetime (or a Capacity Block's
+  end) stops the nodes, a schedule tells their jobs to checkpoint (SSM Run Command). Starting
+  an instance whose volumes use a customer key needs kms:CreateGrant on that key (EBS creates
+  the grant for the instance).
 - The budget is an AWS Budgets cost budget filtered on the stack's cost-allocation tag
   (user:gpu-cluster:stack$<stack>), alerting at 80 % and 100 % to the stack's KMS-encrypted SNS
   topic; on a dev box it can also stop the box at 100 % (a RUN_SSM_DOCUMENTS budget action, which
@@ -19,14 +21,20 @@ maximum lifetime, and a monthly budget with alerts - each scoped to this stack's
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from components.naming import STACK_TAG
 
 METRIC_NAMESPACE = "gpu-cluster"
 GPU_METRIC = "nvidia_smi_utilization_gpu"
 PERIOD_SECONDS = 300
 WARNING_BEFORE_EXPIRY = timedelta(hours=1)
+# "Checkpoint now" to the running jobs before a planned stop (a Capacity Block's end, the
+# maximum lifetime): a large model's sharded checkpoint to S3 takes minutes, not seconds.
+CHECKPOINT_BEFORE_STOP = timedelta(minutes=15)
 DAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 
 
@@ -82,11 +90,17 @@ class CostControls:
     # the capacity bills whether nodes run or not (a Capacity Block, a created reservation):
     # stopping nodes frees them, it does not stop the bill
     prepaid: bool = False
+    # all or nothing: a multi-node group short of its size this long after its first node
+    # booted scales to 0 (boot/gpu-cluster-nodes.sh); 0: off
+    gang_timeout_minutes: int = 0
 
     @property
     def alerts(self) -> bool:
-        """A topic is needed: budget notifications or the lifetime warning go there."""
-        return self.budget is not None or self.expires_at is not None
+        """A topic is needed: budget notifications, the lifetime warning or a partial gang's
+        stop go there."""
+        return (
+            self.budget is not None or self.expires_at is not None or self.gang_timeout_minutes > 0
+        )
 
     def describe(self) -> list[str]:
         lines = []
@@ -105,6 +119,11 @@ class CostControls:
             )
         if self.expires_at:
             lines.append(f"nodes stop at {self.expires_at:%Y-%m-%dT%H:%MZ} (maximum lifetime)")
+        if self.gang_timeout_minutes:
+            lines.append(
+                f"all or nothing: a partial gang after {self.gang_timeout_minutes} min scales "
+                "to 0 (the alert topic says why)"
+            )
         if self.budget:
             stop = ", stops the box at 100%" if self.budget.stop_at_limit else ""
             lines.append(
@@ -113,11 +132,54 @@ class CostControls:
         return lines
 
 
+def checkpoint_command(stack: str, stop: datetime, reason: str, job_command: str) -> str:
+    """The SendCommand request (EventBridge Scheduler's universal target ssm:sendCommand takes
+    the API's own parameters) that tells every running node of the stack, by its stack tag, to
+    checkpoint its jobs now (boot/gpu-cluster-jobs.sh checkpoint)."""
+    notice = json.dumps({"action": "stop", "time": f"{stop:%Y-%m-%dT%H:%M:%SZ}", "reason": reason})
+    return json.dumps(
+        {
+            "DocumentName": "AWS-RunShellScript",
+            "Targets": [{"Key": f"tag:{STACK_TAG}", "Values": [stack]}],
+            "Parameters": {"commands": [f"{job_command} checkpoint {shlex.quote(notice)}"]},
+            "Comment": f"gpu-cluster {stack}: checkpoint before the nodes stop"[:100],
+            "TimeoutSeconds": 600,
+        }
+    )
+
+
+def checkpoint_command_statements(
+    partition: str, region: str, account_id: str, stack: str
+) -> list[dict[str, Any]]:
+    """Run Command on this stack's instances only (SSM User Guide, "Restricting Run Command
+    access based on instance tags": the document and the instances, by ssm:resourceTag)."""
+    return [
+        {
+            "Sid": "CheckpointBeforeStop",
+            "Effect": "Allow",
+            "Action": "ssm:SendCommand",
+            "Resource": f"arn:{partition}:ssm:{region}::document/AWS-RunShellScript",
+        },
+        {
+            "Sid": "CheckpointThisStacksNodes",
+            "Effect": "Allow",
+            "Action": "ssm:SendCommand",
+            "Resource": f"arn:{partition}:ec2:{region}:{account_id}:instance/*",
+            "Condition": {"StringEquals": {f"ssm:resourceTag/{STACK_TAG}": stack}},
+        },
+    ]
+
+
 def scheduler_policy(
-    instance_arn: str | None, group_arn: str | None, key_arn: str, topic_arn: str | None
+    instance_arn: str | None,
+    group_arn: str | None,
+    key_arn: str,
+    topic_arn: str | None,
+    checkpoint: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Exactly this stack's nodes: start/stop its instance, or resize its group."""
-    statements: list[dict[str, Any]] = []
+    """Exactly this stack's nodes: start/stop its instance, or resize its group (and tell its
+    jobs to checkpoint first: checkpoint_command_statements)."""
+    statements: list[dict[str, Any]] = list(checkpoint or [])
     if instance_arn:
         statements += [
             {

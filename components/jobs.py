@@ -29,3 +29,9 @@ def jobs_log_group(cluster: str) -> str:
     """Every node's job output (the CloudWatch agent ships JOB_LOG_DIR, a stream per node);
     under the /gpu-cluster/<cluster>- prefix the cluster key's policy lets Logs use."""
     return f"/gpu-cluster/{cluster}-jobs"
+
+
+def alerts_topic_parameter(cluster: str) -> str:
+    """Where a node finds the stack's alert topic (the topic is created after the nodes'
+    launch template, so its ARN cannot be in the user data)."""
+    return f"/gpu-cluster/{cluster}/alerts-topic"

@@ -434,3 +434,44 @@ def log_group_writer_policy(sid: str, log_group_arn: str) -> dict[str, Any]:
             }
         ],
     }
+
+
+def gang_stop_policy(cluster: str, topic_arn: str, parameter_arn: str) -> dict[str, Any]:
+    """All or nothing (boot/gpu-cluster-nodes.sh): the oldest node of a partial gang reads why
+    the others did not launch, scales its own cluster's group to 0 (scoped by the group's
+    cluster tag: Auto Scaling "Tags for security", autoscaling:ResourceTag) and publishes to
+    the stack's alert topic. The topic's key already lets the node encrypt (UseClusterKeys:
+    SNS needs kms:GenerateDataKey and kms:Decrypt of a publisher); within one account the
+    identity policy suffices without the topic policy naming the role."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ReadWhyNodesDidNotLaunch",
+                "Effect": "Allow",
+                "Action": "autoscaling:DescribeScalingActivities",
+                "Resource": "*",
+            },
+            {
+                "Sid": "StopOwnPartialGang",
+                "Effect": "Allow",
+                "Action": "autoscaling:UpdateAutoScalingGroup",
+                "Resource": "*",
+                "Condition": {
+                    "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:name": cluster}
+                },
+            },
+            {
+                "Sid": "FindAlertTopic",
+                "Effect": "Allow",
+                "Action": "ssm:GetParameter",
+                "Resource": parameter_arn,
+            },
+            {
+                "Sid": "TellAlertTopic",
+                "Effect": "Allow",
+                "Action": "sns:Publish",
+                "Resource": topic_arn,
+            },
+        ],
+    }

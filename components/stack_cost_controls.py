@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cost_controls import (
+    CHECKPOINT_BEFORE_STOP,
     GPU_METRIC,
     METRIC_NAMESPACE,
     PERIOD_SECONDS,
@@ -22,10 +23,13 @@ from components.cost_controls import (
     at_expression,
     budget_action_policy,
     budget_filter,
+    checkpoint_command,
+    checkpoint_command_statements,
     scheduler_policy,
     start_target,
     stop_target,
 )
+from components.jobs import JOB_COMMAND
 from components.naming import child_name
 from components.policies import assume_role_policy
 
@@ -170,8 +174,22 @@ class StackCostControls(pulumi.ComponentResource):
             "scheduler.amazonaws.com",
             f"gpu-cluster {name}: start and stop this stack's nodes on schedule",
             pulumi.Output.all(
-                instance_arn, group_arn, a.kms_key_arn, self.topic.arn if self.topic else None
-            ).apply(lambda v: json.dumps(scheduler_policy(*v))),
+                instance_arn,
+                group_arn,
+                a.kms_key_arn,
+                self.topic.arn if self.topic else None,
+                a.partition,
+                a.account_id,
+            ).apply(
+                lambda v: json.dumps(
+                    scheduler_policy(
+                        *v[:4],
+                        checkpoint=checkpoint_command_statements(v[4], a.region, v[5], a.stack)
+                        if controls.expires_at and a.serving_min is None
+                        else None,
+                    )
+                )
+            ),
         )
         instance_id = a.instance.id if a.instance is not None else None
         group_name = a.group.name if a.group is not None else None
@@ -208,6 +226,22 @@ class StackCostControls(pulumi.ComponentResource):
         if controls.expires_at:
             moment = controls.expires_at
             schedule("expiry-stop", at_expression(moment), "UTC", stop, controls.expiry_reason)
+            if a.serving_min is None:  # training jobs: checkpoint before the stop
+                schedule(
+                    "expiry-checkpoint",
+                    at_expression(moment - CHECKPOINT_BEFORE_STOP),
+                    "UTC",
+                    pulumi.Output.from_input(
+                        (
+                            "ssm:sendCommand",
+                            checkpoint_command(
+                                a.stack, moment, controls.expiry_reason, JOB_COMMAND
+                            ),
+                        )
+                    ),
+                    f"checkpoint the jobs {CHECKPOINT_BEFORE_STOP.seconds // 60} min before "
+                    "the nodes stop",
+                )
             if self.topic is not None:
                 warning = moment - WARNING_BEFORE_EXPIRY
                 aws.scheduler.Schedule(

@@ -55,6 +55,8 @@ class BootConfig:
     jobs_log_group: str = ""  # where the CloudWatch agent ships the jobs' output ("" for none)
     row_remapping: bool = False  # the GPUs remap rows (A100, H100, ...): see boot/*-health.sh
     internet: bool = True  # a NAT gateway: installs from outside AWS's regional buckets work
+    stack: str = ""  # the stack's name, for the commands a node's alerts give
+    gang_timeout_seconds: int = 0  # all or nothing (boot/gpu-cluster-nodes.sh); 0: off
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +258,8 @@ def render_user_data(boot: BootConfig) -> str:
         "JOB_USER": JOB_USER,
         "JOBS_LOG_GROUP": shlex.quote(boot.jobs_log_group),
         "JOB_LOG_DIR": shlex.quote(JOB_LOG_DIR),
+        "STACK": shlex.quote(boot.stack or boot.cluster),
+        "GANG_TIMEOUT": str(boot.gang_timeout_seconds),
     }
     steps = cluster_steps(boot)
     installs = [step_block(step) for step in steps]

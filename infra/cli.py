@@ -51,7 +51,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     cluster, region = job_target(args.stack, args.region)
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     name = args.name or default_job_name(command)
-    return command_run(args.stack, cluster, region, name, command, args.max_restarts, args.json)
+    return command_run(
+        args.stack,
+        cluster,
+        region,
+        name,
+        command,
+        args.max_restarts,
+        args.json,
+        env=args.env,
+        watch_seconds=args.watch,
+    )
 
 
 def default_job_name(command: list[str]) -> str:
@@ -504,6 +514,21 @@ def parser() -> argparse.ArgumentParser:
         type=lambda v: int(bounded(0, 100, "--max-restarts")(v)),
         default=3,
         help="torchrun restarts of a failed worker group (default 3)",
+    )
+    run.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the job (repeatable)",
+    )
+    run.add_argument(
+        "--watch",
+        type=bounded(0, 3600, "--watch"),
+        default=30,
+        metavar="SECONDS",
+        help="watch the start this long: a job that fails on every node at once is reported "
+        "and marked failed (default 30; 0: do not wait)",
     )
     run.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
     run.add_argument("--json", action="store_true")

@@ -306,6 +306,9 @@ def flow(value: Any) -> str:
         return "{" + ", ".join(f"{flow(k)}: {flow(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        # YAML's own spelling (Python's json reads Infinity and NaN; JSON has neither)
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
     if (scalar := _scalar(value)) is not None:
         return scalar
     text = str(value)

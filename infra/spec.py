@@ -13,6 +13,10 @@ PROJECT = "gpu-cluster"
 DEFAULT_VPC_CIDR = "10.42.0.0/16"
 # The project's own data stack, as self-managed backends name it (Pulumi Cloud: <org>/...).
 DEFAULT_DATA_STACK = "organization/gpu-cluster/data"
+# A GPU node takes 5-15 minutes from launch to a passed health check (README, "Time to
+# resume"); twice that before a partial gang is called a capacity failure.
+DEFAULT_GANG_TIMEOUT_MINUTES = 30
+MIN_GANG_TIMEOUT_MINUTES = 10
 GP3_MIN_GIB, GP3_MAX_GIB = 8, 65536
 GP3_MIN_IOPS, GP3_MAX_IOPS = 3000, 80000
 GP3_MIN_THROUGHPUT, GP3_MAX_THROUGHPUT = 125, 2000
@@ -223,6 +227,8 @@ class StackSpec(StrictModel):
     idle_stop: IdleStopSpec | None = None
     schedule: ScheduleSpec | None = None
     expires_at: str | None = None  # RFC 3339 UTC: the nodes stop then
+    # all or nothing: a multi-node group short of its size after this long scales to 0 (0: off)
+    gang_timeout_minutes: ConfigInt = Field(DEFAULT_GANG_TIMEOUT_MINUTES, ge=0, le=1440)
     budget: BudgetSpec | None = None
     alert_emails: list[str] = Field(default_factory=list)
     # data stack only: the audit trail and the account-level guards

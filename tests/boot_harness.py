@@ -4,7 +4,8 @@ under a temporary root (GPUC_ROOT), every command the node calls answered as the
 - IMDSv2: a real HTTP server (boot_fakes.FakeImds) reached with the real curl, faults injectable.
 - nvidia-smi, fi_info, lspci, apt-get, dpkg: boot_fakes' scripts printing the real formats.
 - systemctl: runs a unit's ExecStart when it is started (boot steps run as they would; a
-  daemon such as the spot watcher runs for at most 2 s), records enable/start/reboot;
+  daemon such as the spot watcher runs for at most 2 s, HARNESS_DAEMON_SECONDS), records
+  enable/start/reboot;
   journalctl prints the node's kernel log.
 - aws: a recording stub answering from a table, or the real AWS CLI against a moto server.
 - Downloads from outside (release buckets, apt keys) succeed or fail as a test says.
@@ -90,7 +91,7 @@ def start(unit):
     if "Type=oneshot" not in text:  # a daemon (the spot watcher, the model container): started,
         daemon = subprocess.Popen([program, *command[1:]], env=os.environ, start_new_session=True)
         try:  # left to run a moment as systemd would, then stopped with all it started
-            daemon.wait(timeout=2)
+            daemon.wait(timeout=float(os.environ.get("HARNESS_DAEMON_SECONDS", "2")))
         except subprocess.TimeoutExpired:
             os.killpg(daemon.pid, 9)
             daemon.wait()

@@ -49,9 +49,12 @@ def test_air_gapped_cluster_has_an_endpoint_for_every_api_boot_calls():
     # the services boot actually calls (aws ec2 ..., aws autoscaling ...) all have one
     called = set(re.findall(r"^\s*(?:[A-Za-z_]+=\$\()?aws ([a-z0-9-]+) ", user_data(plan), re.M))
     # the AWS CLI calls of the boot scripts (ssm: the training jobs, gpu-cluster-jobs)
-    assert called == {"ec2", "autoscaling", "cloudwatch", "ssm"}
+    # (sns: a partial gang's alert, gpu-cluster-nodes)
+    assert called == {"ec2", "autoscaling", "cloudwatch", "ssm", "sns"}
     endpoint_of = {"ec2": "ec2", "autoscaling": "autoscaling", "cloudwatch": "monitoring"}
-    endpoint_of["ssm"] = "ssm"
+    endpoint_of |= {"ssm": "ssm", "sns": "sns"}
+    # the CloudWatch agent ships the jobs' output to CloudWatch Logs
+    assert "logs" in AIR_GAPPED_ENDPOINTS and "JOBS_LOG_GROUP" in user_data(plan)
     assert {endpoint_of[c] for c in called} <= set(AIR_GAPPED_ENDPOINTS) | set(INTERFACE_ENDPOINTS)
     with_nat = plan_config(TRAIN_LIKE, stack="nat")
     assert len(with_nat.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")) == 1 + len(INTERFACE_ENDPOINTS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import boto3
 import pytest
@@ -62,7 +63,8 @@ def test_a_cluster_scales_to_zero_after_an_idle_hour():
     (policy,) = plan.of_type("aws:autoscaling/policy:Policy")
     assert policy.inputs["adjustmentType"] == "ExactCapacity"
     assert policy.inputs["scalingAdjustment"] == 0
-    assert alarm.inputs["alarmActions"] == [plan.state(policy)["arn"]]
+    topic = plan.state(plan.named("train-cost-alerts"))["arn"]  # the gang stop's topic
+    assert alarm.inputs["alarmActions"] == [plan.state(policy)["arn"], topic]
     assert plan.of_type("aws:autoscaling/group:Group")[0].inputs["minSize"] == 0
 
 
@@ -127,9 +129,10 @@ def test_a_clusters_schedule_resizes_only_its_group():
     schedules = {s.name: s.inputs for s in off.of_type(SCHEDULE)}
     assert json.loads(schedules["train-cost-schedule-start"]["target"]["input"])["MinSize"] == 4
     access = policy_of(plan, "train-cost-scheduler-access")
-    (statement,) = access["Statement"]
-    assert statement["Action"] == "autoscaling:UpdateAutoScalingGroup"
-    assert statement["Resource"] == group["arn"]
+    statements = {s["Sid"]: s for s in access["Statement"]}
+    assert statements["ResizeTheGroup"]["Action"] == "autoscaling:UpdateAutoScalingGroup"
+    assert statements["ResizeTheGroup"]["Resource"] == group["arn"]
+    assert "CheckpointThisStacksNodes" not in statements  # no expiry: no checkpoint command
 
 
 def test_the_maximum_lifetime_stops_the_nodes_after_a_warning():
@@ -141,6 +144,36 @@ def test_the_maximum_lifetime_stops_the_nodes_after_a_warning():
     topic = plan.state(plan.named("dev-cost-alerts"))["arn"]
     assert warning["target"]["arn"] == topic
     assert "2031-01-02 18:00 UTC" in warning["target"]["input"]
+
+
+def test_the_jobs_checkpoint_before_the_maximum_lifetime_stops_the_cluster():
+    plan = planned(TRAIN, "train", expiresAt="2031-01-02T18:00:00Z")
+    schedules = {s.name: s.inputs for s in plan.of_type(SCHEDULE)}
+    checkpoint = schedules["train-cost-expiry-checkpoint"]
+    assert checkpoint["scheduleExpression"] == "at(2031-01-02T17:45:00)"  # 15 min before
+    assert checkpoint["target"]["arn"] == "arn:aws:scheduler:::aws-sdk:ssm:sendCommand"
+    request = json.loads(checkpoint["target"]["input"])
+    assert request["DocumentName"] == "AWS-RunShellScript"
+    assert request["Targets"] == [{"Key": "tag:gpu-cluster:stack", "Values": ["train"]}]
+    (command,) = request["Parameters"]["commands"]
+    program, verb, notice = shlex.split(command)
+    assert (program, verb) == ("/usr/local/sbin/gpu-cluster-jobs", "checkpoint")
+    assert json.loads(notice) == {
+        "action": "stop",
+        "time": "2031-01-02T18:00:00Z",
+        "reason": "expiresAt",
+    }
+    (group,) = plan.of_type("aws:autoscaling/group:Group")
+    stack_tag = {"key": "gpu-cluster:stack", "value": "train", "propagateAtLaunch": True}
+    assert stack_tag in group.inputs["tags"]  # what the command targets
+    access = policy_of(plan, "train-cost-scheduler-access")
+    statements = {s["Sid"]: s for s in access["Statement"]}
+    nodes = statements["CheckpointThisStacksNodes"]
+    assert nodes["Action"] == "ssm:SendCommand"
+    assert nodes["Resource"] == "arn:aws:ec2:us-east-1:123456789012:instance/*"
+    assert nodes["Condition"] == {"StringEquals": {"ssm:resourceTag/gpu-cluster:stack": "train"}}
+    document = statements["CheckpointBeforeStop"]["Resource"]
+    assert document == "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
 
 
 def test_the_budget_filters_on_the_stack_tag_and_alerts_the_topic():

@@ -4,15 +4,31 @@ calls moto lacks), and the node side's job unit in the boot harness."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
 
 import boto3
 import pytest
 from botocore.stub import Stubber
+from conftest import TRAIN_LIKE, plan_config
 from moto import mock_aws
 
 from components.jobs import cluster_key_alias, job_parameter, jobs_log_group
 from infra import cli
-from infra.aws.jobs import JobError, run_job
+from infra.aws.job_command import start_failure
+from infra.aws.jobs import (
+    JobError,
+    JobSpec,
+    StartCheck,
+    parse_env,
+    run_job,
+    slow_network_why,
+    watch_start,
+)
 
 REGION = "us-east-1"
 
@@ -69,7 +85,8 @@ def test_run_sends_the_job_to_every_running_node_of_the_stack_and_no_other(capsy
     ours, theirs = nodes("train", 4), nodes("inference", 2)
     cluster_key("train")
     sends = capture_sends(monkeypatch)
-    argv = ["run", "--stack", "train", "--json", "--", "python", "train.py", "--epochs", "3"]
+    argv = ["run", "--stack", "train", "--json", "--watch", "0", "--", "python", "train.py"]
+    argv += ["--epochs", "3"]
     assert cli.main(argv) == 0, capsys.readouterr()
     started = json.loads(capsys.readouterr().out)
     assert started["job"] == "train" and started["nodes"] == ours
@@ -88,7 +105,9 @@ def test_run_sends_the_job_to_every_running_node_of_the_stack_and_no_other(capsy
     # a node's report shows up under the job
     ssm.put_parameter(
         Name=f"{job_parameter('train', 'train')}/nodes/{ours[0]}",
-        Value=json.dumps({"state": "running", "updated": "2026-12-01T12:00:00Z"}),
+        Value=json.dumps(
+            {"state": "running", "updated": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"}
+        ),
         Type="String",
     )
     assert cli.main(["jobs", "--stack", "train", "--json"]) == 0
@@ -110,9 +129,41 @@ def test_a_stack_with_no_running_node_starts_nothing_and_says_so(capsys):
 def test_a_job_name_already_running_is_refused(capsys):
     nodes("train", 2)
     cluster_key("train")
-    assert cli.main(["run", "--stack", "train", "--name", "pretrain", "--", "python", "a.py"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "--stack",
+                "train",
+                "--name",
+                "pretrain",
+                "--watch",
+                "0",
+                "--",
+                "python",
+                "a.py",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert cli.main(["run", "--stack", "train", "--name", "pretrain", "--", "python", "b.py"]) == 3
+    assert (
+        cli.main(
+            [
+                "run",
+                "--stack",
+                "train",
+                "--name",
+                "pretrain",
+                "--watch",
+                "0",
+                "--",
+                "python",
+                "b.py",
+            ]
+        )
+        == 3
+    )
     assert "already running" in capsys.readouterr().err
     assert cli.main(["cancel", "--stack", "train", "--job", "pretrain"]) == 0
     capsys.readouterr()
@@ -120,7 +171,23 @@ def test_a_job_name_already_running_is_refused(capsys):
     ssm = boto3.client("ssm", region_name=REGION)
     stored = ssm.get_parameter(Name=job_parameter("train", "pretrain"), WithDecryption=True)
     assert json.loads(stored["Parameter"]["Value"])["state"] == "cancelled"
-    assert cli.main(["run", "--stack", "train", "--name", "pretrain", "--", "python", "b.py"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "--stack",
+                "train",
+                "--name",
+                "pretrain",
+                "--watch",
+                "0",
+                "--",
+                "python",
+                "b.py",
+            ]
+        )
+        == 0
+    )
 
 
 @mock_aws
@@ -177,6 +244,110 @@ def test_a_failed_send_leaves_no_job_behind(monkeypatch):
         stub.assert_no_pending_responses()
 
 
+COMMAND_ID = "0b5b1e2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+
+
+def started_spec(created: str = "2026-12-01T12:00:00Z") -> JobSpec:
+    return JobSpec("pretrain", ["python", "a.py"], created=created, nodes=2)
+
+
+def report_parameter(node: str, state: str, updated: str, detail: str = "") -> dict:
+    value = {"state": state, "detail": detail, "restarts": 0, "updated": updated}
+    return {
+        "Name": f"{job_parameter('train', 'pretrain')}/nodes/{node}",
+        "Type": "String",
+        "Value": json.dumps(value),
+    }
+
+
+def test_a_job_that_exits_at_once_on_every_node_is_reported_node_by_node():
+    ssm = boto3.client("ssm", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ssm)
+    # i-01 could not start it (its start command failed); i-02 ran it and it failed; a report
+    # from an earlier run under the same name is not this run's
+    stub.add_response(
+        "list_command_invocations",
+        {
+            "CommandInvocations": [
+                {
+                    "InstanceId": "i-01",
+                    "Status": "Failed",
+                    "StatusDetails": "Failed",
+                    "CommandPlugins": [
+                        {
+                            "Name": "aws:runShellScript",
+                            "Output": "gpu-cluster-jobs: cannot read job pretrain",
+                        }
+                    ],
+                },
+                {"InstanceId": "i-02", "Status": "Success", "StatusDetails": "Success"},
+            ]
+        },
+        {"CommandId": COMMAND_ID, "Details": True},
+    )
+    stub.add_response(
+        "get_parameters_by_path",
+        {
+            "Parameters": [
+                report_parameter("i-02", "failed", "2026-12-01T12:00:07Z", "exit 1"),
+                report_parameter("i-03", "failed", "2026-11-30T09:00:00Z", "exit 1"),
+            ]
+        },
+    )
+    with stub:
+        check = watch_start(ssm, "train", started_spec(), COMMAND_ID, ["i-01", "i-02"], 30,
+                            sleep=lambda _: None)  # fmt: skip
+    assert check.not_started == {"i-01": "gpu-cluster-jobs: cannot read job pretrain"}
+    assert check.failed == {"i-02": "exit 1"} and check.all_failed(2)
+    message = start_failure("train", "pretrain", check)
+    assert "i-01: could not start it: gpu-cluster-jobs: cannot read job pretrain" in message
+    assert "i-02: exit 1" in message and "i-03" not in message
+    assert "gpuc logs --stack train --job pretrain" in message
+
+
+def test_a_job_still_running_at_the_end_of_the_watch_is_started():
+    ssm = boto3.client("ssm", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ssm)
+    clock = iter([0.0, 10.0, 31.0])
+    for _ in range(2):
+        stub.add_response("list_command_invocations", {"CommandInvocations": []})
+        stub.add_response(
+            "get_parameters_by_path",
+            {"Parameters": [report_parameter("i-01", "running", "2026-12-01T12:00:03Z")]},
+        )
+    with stub:
+        check = watch_start(ssm, "train", started_spec(), COMMAND_ID, ["i-01", "i-02"], 30,
+                            sleep=lambda _: None, clock=lambda: next(clock))  # fmt: skip
+        stub.assert_no_pending_responses()  # polled until the deadline, not longer
+    assert not check.all_failed(2) and check.reported == 1
+
+
+@mock_aws
+def test_gpuc_run_marks_a_job_that_failed_everywhere_failed_and_exits_non_zero(capsys, monkeypatch):
+    from infra.aws import job_command
+
+    ours = nodes("train", 2)
+    cluster_key("train")
+    capture_sends(monkeypatch)
+    failed = StartCheck({}, {i: "exit 2" for i in ours}, 2)
+    monkeypatch.setattr(job_command, "watch_start", lambda *_: failed)
+    argv = ["run", "--stack", "train", "--env", "EPOCHS=3", "--", "python", "train.py"]
+    assert cli.main(argv) == 3
+    err = capsys.readouterr().err
+    assert "did not keep running on any node" in err and "exit 2" in err
+    stored = boto3.client("ssm", region_name=REGION).get_parameter(
+        Name=job_parameter("train", "train"), WithDecryption=True
+    )
+    spec = json.loads(stored["Parameter"]["Value"])
+    assert spec["state"] == "failed" and spec["env"] == {"EPOCHS": "3"}  # no node starts it
+
+
+def test_a_bad_env_pair_is_a_usage_error(capsys):
+    assert cli.main(["run", "--stack", "train", "--env", "1BAD=x", "--", "python", "a.py"]) == 2
+    assert "--env '1BAD=x'" in capsys.readouterr().err
+    assert parse_env(["A=b=c", "EMPTY="]) == {"A": "b=c", "EMPTY": ""}
+
+
 # --- the node side (boot/gpu-cluster-jobs.sh in the boot harness) ------------------------
 
 from dataclasses import replace  # noqa: E402
@@ -230,13 +401,14 @@ def reports(node) -> list[str]:
 
 
 def booted(node) -> None:
-    """The boot steps in order, on the node installed by job_node."""
+    """The boot steps in order, on the node installed by job_node (the job's unit may run for
+    up to 10 s)."""
     for step, *args in (
         ("gpu-cluster-health",),
         ("gpu-cluster-nodes",),
         ("gpu-cluster-jobs", "boot"),
     ):
-        done = node.step(step, *args)
+        done = node.step(step, *args, env={"HARNESS_DAEMON_SECONDS": "10"})
         assert done.returncode == 0, (step, done.stderr)
 
 
@@ -288,6 +460,114 @@ def test_a_job_that_fails_is_reported_failed_with_its_exit_code(make_node):
     assert details[-1] == "exit 7"
 
 
+# NCCL_DEBUG=INFO lines as NCCL and aws-ofi-nccl print them (NVIDIA/nccl src/init.cc "Using
+# network %s", src/transport/net_socket.cc "NET/Socket : Using%s"; aws-ofi-nccl
+# src/nccl_ofi_net.cpp "Selected provider is %s, fabric is %s (found %d nics)", prefixed
+# "NET/OFI "), each after NCCL's "host:pid:tid [device] NCCL INFO " header.
+NCCL_HEAD = "ip-10-42-0-17:4242:4301 [0] NCCL INFO "
+EFA_LINES = [
+    "NCCL version 2.27.5+cuda12.9",
+    "NET/OFI Initializing aws-ofi-nccl 1.16.3",
+    "NET/OFI Selected provider is efa, fabric is efa-direct (found {nics} nics)",
+    "Using network Libfabric",
+]
+SOCKET_LINES = [
+    "NCCL version 2.27.5+cuda12.9",
+    "NET/Plugin: Could not find: libnccl-net.so",
+    "NET/Socket : Using [0]enp71s0:10.42.0.17<0>",
+    "Using network Socket",
+]
+
+
+def nccl_torchrun(node, lines: list[str]) -> None:
+    """A torchrun whose worker prints NCCL's init lines, then trains until stopped."""
+    printed = "\n".join(f'echo "{NCCL_HEAD}{line}"' for line in lines)
+    (node.harness / "bin/torchrun").write_text(
+        "#!/bin/bash\n"
+        'echo "NCCL_DEBUG=$NCCL_DEBUG" > "$HARNESS/nccl-debug"\n'
+        f"{printed}\n"
+        "trap 'echo stopped > \"$HARNESS/torchrun-stopped\"; exit 143' TERM\n"
+        'for step in $(seq 1 12); do echo "step $step loss 2.5"; sleep 0.25; done\n'
+    )
+
+
+def job_detail(node) -> str:
+    calls = [c for c in node.aws_calls() if "put-parameter" in c]
+    return json.loads(calls[-1][calls[-1].index("--value") + 1]).get("detail", "")
+
+
+@pytest.mark.parametrize(
+    ("lines", "why"),
+    [
+        (SOCKET_LINES, "NCCL uses TCP sockets, not EFA"),
+        ([line.format(nics=1) for line in EFA_LINES], "NCCL uses 1 of 4 EFA interfaces"),
+        (
+            [
+                line.replace("efa, fabric is efa-direct", "tcp, fabric is 10.42.0.0/16").format(
+                    nics=2
+                )
+                for line in EFA_LINES
+            ],
+            "libfabric provider tcp, not efa",
+        ),
+    ],
+    ids=["sockets", "one-of-four-rails", "tcp-provider"],
+)
+def test_a_job_on_a_slow_network_is_stopped_and_says_which_and_why(make_node, lines, why):
+    node = job_node(make_node)  # p4d: 4 EFA interfaces
+    nccl_torchrun(node, lines)
+    booted(node)
+    assert (node.harness / "nccl-debug").read_text() == "NCCL_DEBUG=INFO\n"
+    assert (node.harness / "torchrun-stopped").exists()  # stopped at NCCL's init, not trained
+    log = node.read("/var/log/gpu-cluster/jobs/pretrain.log")
+    assert "step 12" not in log
+    assert "[pretrain] gpu-cluster: stopped: " in log and why in log
+    assert "GPUC_ALLOW_SLOW_NETWORK=1" in log
+    assert reports(node) == ["running", "failed"]
+    assert job_detail(node).startswith("slow network: ") and why in job_detail(node)
+    # gpuc jobs says the cause and the fix the node has no room for
+    assert "GPUC_ALLOW_SLOW_NETWORK=1" in slow_network_why(job_detail(node))
+    assert slow_network_why("exit 1") == ""
+
+
+def test_a_job_on_every_efa_interface_trains_on(make_node):
+    node = job_node(make_node)
+    nccl_torchrun(node, [line.format(nics=4) for line in EFA_LINES])
+    booted(node)
+    assert not (node.harness / "torchrun-stopped").exists()
+    log = node.read("/var/log/gpu-cluster/jobs/pretrain.log")
+    assert "[pretrain] step 12 loss 2.5" in log and "gpu-cluster:" not in log
+    assert reports(node) == ["running", "done"]
+
+
+def test_a_slow_network_the_user_accepts_only_warns(make_node):
+    node = job_node(make_node)
+    spec = json.loads(job_spec())
+    spec["env"] = {"GPUC_ALLOW_SLOW_NETWORK": "1"}
+    node.answer_aws(
+        [
+            ("get-parameters-by-path", "/gpu-cluster/train/jobs/pretrain"),
+            ("ssm get-parameter", json.dumps(spec)),
+            ("put-parameter", ""),
+            *ONE_NODE,
+        ]
+    )
+    nccl_torchrun(node, SOCKET_LINES)
+    booted(node)
+    log = node.read("/var/log/gpu-cluster/jobs/pretrain.log")
+    assert "gpu-cluster: warning: NCCL uses TCP sockets, not EFA" in log
+    assert "[pretrain] step 12 loss 2.5" in log and reports(node) == ["running", "done"]
+
+
+def test_a_node_without_efa_is_not_checked(make_node):
+    node = job_node(make_node)
+    env_file = node.file("/etc/gpu-cluster/cluster.env")
+    env_file.write_text(env_file.read_text().replace("EFA_INTERFACES=4", "EFA_INTERFACES=0"))
+    nccl_torchrun(node, SOCKET_LINES)  # one g5 per node: sockets are all there is
+    booted(node)
+    assert reports(node) == ["running", "done"]
+
+
 def test_a_node_that_cannot_list_the_jobs_fails_the_step_so_systemd_retries(make_node):
     node = job_node(make_node)
     node.answer_aws([("put-parameter", ""), *ONE_NODE], down=["get-parameters-by-path"])
@@ -319,7 +599,11 @@ def test_run_and_jobs_end_to_end_against_a_moto_server(moto_server):
     def gpuc(*args: str):
         return gpuc_at(moto_server, *args)
 
-    started = gpuc("run", "--stack", "train", "--json", "--", "python", "train.py", "--epochs", "3")
+    # the start is watched (a second): the emulator cannot list the command's invocations
+    started = gpuc(
+        "run", "--stack", "train", "--json", "--watch", "1", "--", "python", "train.py",
+        "--epochs", "3",
+    )  # fmt: skip
     assert started.returncode == 0, started.stderr
     assert sorted(json.loads(started.stdout)["nodes"]) == sorted(i["InstanceId"] for i in ours)
     listed = gpuc("jobs", "--stack", "train", "--json")
@@ -371,3 +655,70 @@ def test_logs_interleave_every_nodes_output_of_one_job_by_time(capsys):
     ]
     assert cli.main(["logs", "--stack", "train", "--job", "pretrain", "--node", "i-0bbb"]) == 0
     assert capsys.readouterr().out.splitlines() == ["i-0bbb  step 2"]
+
+
+WORKER = r"""
+import os, signal, sys, time
+out = sys.argv[1]
+signal.signal(signal.SIGUSR1, lambda *_: open(out + "/usr1", "w").write("usr1"))
+open(out + "/ready", "w").write(str(os.getpid()))
+time.sleep(30)
+"""
+
+
+def test_the_schedules_checkpoint_command_reaches_the_training_workers(make_node, tmp_path):
+    """Before the maximum lifetime (or a Capacity Block's end) stops the nodes, the stack's
+    schedule sends this exact command: the notice lands in GPUC_CHECKPOINT_FILE and each
+    worker that handles SIGUSR1 gets it."""
+    plan = plan_config({**TRAIN_LIKE, "gpu-cluster:expiresAt": "2031-01-02T18:00:00Z"}, "train")
+    (schedule,) = [s for s in plan.of_type("aws:scheduler/schedule:Schedule") if
+                   s.name.endswith("expiry-checkpoint")]  # fmt: skip
+    (command,) = json.loads(schedule.inputs["target"]["input"])["Parameters"]["commands"]
+    program, *arguments = shlex.split(command)
+    node = job_node(make_node)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(tmp_path)],
+        env={**os.environ, "TORCHELASTIC_RUN_ID": "train"},
+    )
+    try:
+        for _ in range(100):
+            if (tmp_path / "ready").exists():
+                break
+            time.sleep(0.05)
+        done = node.step(program.rsplit("/", 1)[1], *arguments)
+        assert done.returncode == 0, done.stderr
+        notice = json.loads(node.read("/run/gpu-cluster/checkpoint-now"))
+        assert notice == {"action": "stop", "time": "2031-01-02T18:00:00Z", "reason": "expiresAt"}
+        for _ in range(100):
+            if (tmp_path / "usr1").exists():
+                break
+            time.sleep(0.05)
+        assert (tmp_path / "usr1").read_text() == "usr1"
+        assert worker.poll() is None  # handled, not killed
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_each_node_reports_how_often_torchrun_restarted_the_workers(make_node):
+    node = job_node(make_node)
+    # a worker torchrun restarted twice: torchrun sets TORCHELASTIC_RESTART_COUNT in each
+    # worker's environment; gpu-cluster-jobs sets GPUC_JOB
+    (node.harness / "bin/torchrun").write_text(
+        "#!/bin/bash\n"
+        f"TORCHELASTIC_RESTART_COUNT=2 {sys.executable} -c 'import time; time.sleep(3)'\n"
+    )
+    for step, *args in (
+        ("gpu-cluster-health",),
+        ("gpu-cluster-nodes",),
+        ("gpu-cluster-jobs", "boot"),
+    ):
+        env = {"HARNESS_DAEMON_SECONDS": "10", "GPUC_RESTART_POLL": "1"}
+        assert node.step(step, *args, env=env).returncode == 0
+    reports = [
+        json.loads(call[call.index("--value") + 1])
+        for call in node.aws_calls()
+        if "put-parameter" in call
+    ]
+    assert [r["state"] for r in reports] == ["running", "running", "done"]
+    assert [r["restarts"] for r in reports] == [0, 2, 2]

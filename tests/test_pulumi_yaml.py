@@ -196,3 +196,13 @@ def test_a_stack_file_that_is_not_yaml_is_still_a_message(project):
     (project / "stacks" / "Pulumi.bad.yaml").write_text("config:\n  a: [\n")
     with pytest.raises(StackFileError, match="not valid YAML"):
         load_stack_config("bad", project)
+
+
+def test_infinity_and_nan_are_written_as_yaml_spells_them():
+    """Python's json reads Infinity and NaN (JSON has neither); a fix line keeps them readable."""
+    from infra.pulumi_yaml import flow, top_level
+
+    assert flow({"iops": float("inf"), "x": float("-inf"), "y": float("nan")}) == (
+        "{iops: .inf, x: -.inf, y: .nan}"
+    )
+    assert top_level('{"sizeGib": 0, "iops": Infinity}') == "{sizeGib: 0, iops: .inf}"

@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components.catalog import load_catalog
-from components.cidr import MAX_VPC_PREFIX, MIN_VPC_PREFIX, default_layout, max_nodes
+from components.cidr import (
+    MAX_VPC_PREFIX,
+    MIN_VPC_PREFIX,
+    default_layout,
+    interface_endpoints,
+    max_nodes,
+)
 from components.nic_layout import ip_addresses_per_node, nic_layout
 from components.user_data import decoded_user_data
 from infra.config import load_spec
@@ -485,7 +491,8 @@ def test_vpc_too_small_for_the_node_count():
     facts = CATALOG.get("p5.48xlarge")
     zone = CATALOG.zones_offering("us-east-1", facts.instance_type)[0]
     ips = ip_addresses_per_node(nic_layout(facts, efa=True))
-    limit = max_nodes(default_layout(vpc).private, ips)
+    # the endpoints this stack creates (with its NAT gateway)
+    limit = max_nodes(default_layout(vpc).private, ips, len(interface_endpoints(True)))
     assert limit >= 2
 
     def with_nodes(nodes: int) -> dict[str, str]:

@@ -5,6 +5,14 @@
 #   gpu-cluster-jobs start NAME  read the spec, start gpu-cluster-job@NAME (a unit of its own)
 #   gpu-cluster-jobs stop NAME   stop it
 #   gpu-cluster-jobs run NAME    the unit's command: gpuc-torchrun with the job's restarts
+#   gpu-cluster-jobs checkpoint NOTICE  "checkpoint now": NOTICE (JSON: action, time) written to
+#                $RUN/checkpoint-now (GPUC_CHECKPOINT_FILE), and SIGUSR1 to each training
+#                worker that handles it: a process torchrun started (TORCHELASTIC_RUN_ID in its
+#                environment, its parent - not init - without it) with a SIGUSR1 handler (SigCgt
+#                in /proc/PID/status; SIGUSR1's default action terminates, so a job that only
+#                polls the file is not killed). Processes the workers start themselves
+#                (DataLoader workers) and the agent get nothing. Sent by the spot watcher on the
+#                two-minute notice and by the stack's schedule before a planned stop.
 # Each node reports its state to .../jobs/NAME/nodes/<instance id> (running, done, failed).
 set -uo pipefail
 export STEP=jobs
@@ -15,23 +23,25 @@ SPECS="$ETC/jobs"
 
 spec_field() {  # spec_field FILE FIELD: one field of a job spec, shell-quoted lists joined
   python3 - "$1" "$2" <<'PY'
-import json, shlex, sys
+import json, re, shlex, sys
 spec = json.load(open(sys.argv[1]))
 value = spec.get(sys.argv[2])
 if isinstance(value, list):
     print(" ".join(shlex.quote(str(v)) for v in value))
-elif isinstance(value, dict):
-    print("\n".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(value.items())))
+elif isinstance(value, dict):  # environment: NAME=VALUE lines to eval, names checked
+    names = [k for k in sorted(value) if re.fullmatch("[A-Za-z_][A-Za-z0-9_]*", k)]
+    print("\n".join(f"{k}={shlex.quote(str(value[k]))}" for k in names))
 else:
     print("" if value is None else value)
 PY
 }
 
-report() {  # report NAME STATE [DETAIL]: this node's state of a job
-  local id
+report() {  # report NAME STATE [DETAIL [RESTARTS]]: this node's state of a job
+  local id detail="${3:-}"
+  detail=${detail//\\/\\\\} && detail=${detail//\"/\\\"}  # a JSON string
   id=$(imds instance-id) || return 0
   aws ssm put-parameter --region "$REGION" --name "$JOBS/$1/nodes/$id" --type String --overwrite \
-    --value "{\"state\": \"$2\", \"detail\": \"${3:-}\", \"updated\": \"$(date -u +%FT%TZ)\"}" \
+    --value "{\"state\": \"$2\", \"detail\": \"$detail\", \"restarts\": ${4:-0}, \"updated\": \"$(date -u +%FT%TZ)\"}" \
     >/dev/null || echo "gpu-cluster-jobs: could not report $1 $2" >&2
 }
 
@@ -47,7 +57,72 @@ fetch() {  # fetch NAME: the spec into $SPECS/NAME.json (root and the job user m
     && mv "$SPECS/$1.json.tmp" "$SPECS/$1.json"
 }
 
+PROC="${GPUC_PROC:-/proc}"
+run_id() { tr '\0' '\n' < "$PROC/$1/environ" 2>/dev/null | sed -n 's/^TORCHELASTIC_RUN_ID=//p'; }
+parent() { sed 's/.*) //' "$PROC/$1/stat" 2>/dev/null | awk '{print $2}'; }  # comm may hold spaces
+catches_usr1() {  # bit 10 (SIGUSR1) of the caught-signals mask
+  local mask
+  mask=$(awk '/^SigCgt:/ {print $2}' "$PROC/$1/status" 2>/dev/null)
+  [ -n "$mask" ] && (( (16#$mask >> 9) & 1 ))
+}
+training_workers() {
+  local dir pid ppid
+  for dir in "$PROC"/[0-9]*; do
+    pid=${dir##*/}
+    [ -n "$(run_id "$pid")" ] || continue
+    ppid=$(parent "$pid")
+    [ -n "$ppid" ] && [ "$ppid" != 1 ] && [ -z "$(run_id "$ppid")" ] || continue
+    if catches_usr1 "$pid"; then echo "$pid"; else log "worker $pid has no SIGUSR1 handler"; fi
+  done
+}
+
+# The job's output, each line prefixed with its name (`gpuc logs --job NAME` finds its lines in
+# the node's stream), and NCCL's choice of network checked as it is printed (NCCL_DEBUG=INFO):
+# "Using network Socket" (NVIDIA/nccl src/init.cc), a libfabric provider other than efa, or
+# fewer NICs than the node's EFA interfaces ("NET/OFI Selected provider is efa, fabric is ...
+# (found N nics)", aws-ofi-nccl src/nccl_ofi_net.cpp) stop the job unless
+# GPUC_ALLOW_SLOW_NETWORK=1: the reason goes to the file VERDICT, and `run` stops torchrun
+# (SIGTERM: it stops its workers).
+restarts() {  # restarts NAME: how often torchrun restarted the job's workers on this node
+  local count
+  count=$(grep -lzx "GPUC_JOB=$1" "$PROC"/[0-9]*/environ 2>/dev/null \
+    | xargs -r grep -azh '^TORCHELASTIC_RESTART_COUNT=' 2>/dev/null | tr '\0' '\n' \
+    | sed 's/.*=//' | sort -n | tail -1)
+  echo "${count:-0}"
+}
+
+watch_output() {  # watch_output NAME VERDICT
+  local awk=(awk)  # mawk (Ubuntu's awk) reads a pipe in blocks unless interactive
+  command -v mawk >/dev/null && awk=(mawk -W interactive)
+  "${awk[@]}" -v job="$1" -v verdict="$2" -v rails="${EFA_INTERFACES:-0}" \
+    -v allow="${GPUC_ALLOW_SLOW_NETWORK:-0}" '
+    function slow(why) {
+      if (told++) return
+      if (allow == "1") { print "[" job "] gpu-cluster: warning: " why; fflush(); return }
+      print "[" job "] gpu-cluster: stopped: " why " (gpuc jobs says why;" \
+        " GPUC_ALLOW_SLOW_NETWORK=1 runs anyway)"
+      fflush()
+      print why > verdict
+      close(verdict)
+    }
+    { print "[" job "] " $0; fflush() }
+    rails > 0 && /NCCL INFO Using network Socket/ { slow("NCCL uses TCP sockets, not EFA") }
+    rails > 0 && /NET\/OFI Selected provider is / {
+      provider = $0; sub(/.*Selected provider is /, "", provider); sub(/,.*/, "", provider)
+      found = $0; sub(/.*\(found /, "", found); sub(/ nics\).*/, "", found)
+      if (provider !~ /^efa/) slow("libfabric provider " provider ", not efa")
+      else if (found + 0 < rails + 0) slow("NCCL uses " found " of " rails " EFA interfaces")
+    }'
+}
+
 case "${1:-}" in
+  checkpoint)
+    printf '%s\n' "${2:?notice}" > "$RUN/checkpoint-now"
+    log "checkpoint now: $2"
+    for pid in $(training_workers); do
+      kill -USR1 "$pid" 2>/dev/null && log "sent SIGUSR1 to training worker $pid"
+    done
+    ;;
   start)
     name="${2:?job name}"
     fetch "$name" || { echo "gpu-cluster-jobs: cannot read job $name" >&2; exit 1; }
@@ -107,20 +182,37 @@ case "${1:-}" in
       *.py) ;;
       *) set -- --no-python "$@" ;;
     esac
-    # every line prefixed with the job's name: `gpuc logs --job NAME` finds its lines in the
-    # node's stream
+    export NCCL_DEBUG="${NCCL_DEBUG:-INFO}"  # what the network check reads
+    [ "$NCCL_DEBUG" = INFO ] || [ "$NCCL_DEBUG" = TRACE ] \
+      || log "NCCL_DEBUG=$NCCL_DEBUG: NCCL does not say which network it uses; not checked"
+    verdict="$R$JOB_LOG_DIR/.$name.slow-network"
+    rm -f "$verdict"
     GPUC_NNODES="1:${nodes:-1}" "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" \
-      "$@" 2>&1 | sed -u "s/^/[$name] /" >> "$R$JOB_LOG_DIR/$name.log"
-    status=${PIPESTATUS[0]}
-    if [ "$status" -eq 0 ]; then
-      report "$name" "done"
+      "$@" > >(watch_output "$name" "$verdict" >> "$R$JOB_LOG_DIR/$name.log") 2>&1 &
+    torchrun=$!
+    seen=0 tick=0
+    while kill -0 "$torchrun" 2>/dev/null; do
+      [ -s "$verdict" ] && { kill -TERM "$torchrun"; break; }
+      if [ $(( ++tick % ${GPUC_RESTART_POLL:-15} )) -eq 0 ]; then  # TORCHELASTIC_RESTART_COUNT
+        count=$(restarts "$name")
+        [ "$count" -gt "$seen" ] && seen=$count && report "$name" running "" "$seen"
+      fi
+      sleep 1
+    done
+    wait "$torchrun"
+    status=$?
+    wait  # the output's last lines (bash >= 5.1 waits for the process substitution)
+    if [ -s "$verdict" ]; then
+      report "$name" failed "slow network: $(cat "$verdict")" "$seen"
+    elif [ "$status" -eq 0 ]; then
+      report "$name" "done" "" "$seen"
     else
-      report "$name" failed "exit $status"
+      report "$name" failed "exit $status" "$seen"
     fi
     exit "$status"
     ;;
   *)
-    echo "usage: gpu-cluster-jobs boot | start NAME | stop NAME | run NAME" >&2
+    echo "usage: gpu-cluster-jobs boot | start NAME | stop NAME | run NAME | checkpoint NOTICE" >&2
     exit 2
     ;;
 esac

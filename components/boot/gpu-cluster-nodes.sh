@@ -8,8 +8,13 @@
 # A lookup that fails (IMDS or the EC2 API down) keeps the last good files and exits 1: a
 # transient error never rewrites a cluster of 4 into a cluster of 1.
 # --wait: on the first boot (no torchrun.env yet), retry until every node of the group has
-# launched; later boots do not wait. The refresh timer's runs are ordered after it and take a
-# lock, so two runs never write the files at once.
+# launched (GANG_TIMEOUT seconds, 15 min when it is 0); later boots do not wait. The refresh
+# timer's runs are ordered after it and take a lock, so two runs never write the files at once.
+# All or nothing (GANG_TIMEOUT > 0): when the wait ends short of the group's size, the oldest
+# node scales the group to 0 (a partial gang does not bill for hours) and tells the stack's
+# alert topic why: the last failed launch (DescribeScalingActivities' StatusMessage, e.g. "We
+# currently do not have sufficient p4d.24xlarge capacity in the Availability Zone you
+# requested (us-east-1a)...") and the zone. `gpuc resume` starts it again.
 set -uo pipefail
 export STEP=nodes
 # shellcheck source=/dev/null
@@ -45,7 +50,8 @@ desired_nodes() {  # the group's desired capacity; 1 for a node in no group
 NODE_COUNT=$(desired_nodes) || give_up "could not read the group's size from the Auto Scaling API"
 case $NODE_COUNT in '' | *[!0-9]*) give_up "the group's size is '$NODE_COUNT'" ;; esac
 ATTEMPTS=1
-[ "${1:-}" = "--wait" ] && [ ! -e "$ETC/torchrun.env" ] && ATTEMPTS=180
+WAIT_SECONDS=$(( ${GANG_TIMEOUT:-0} > 0 ? GANG_TIMEOUT : 900 ))
+[ "${1:-}" = "--wait" ] && [ ! -e "$ETC/torchrun.env" ] && ATTEMPTS=$(( WAIT_SECONDS / 5 + 1 ))
 exec 9>"$RUN/nodes.lock"
 flock -w 300 9 || give_up "another run holds $RUN/nodes.lock"
 listed() { awk -v self="$SELF" '$3 == self' <<<"$NODES" | grep -q .; }
@@ -60,6 +66,33 @@ for attempt in $(seq 1 "$ATTEMPTS"); do
   [ "$attempt" -lt "$ATTEMPTS" ] && sleep "${GPUC_POLL_SECONDS:-5}"
 done
 listed || give_up "EC2 does not list this node ($SELF) yet"
+gang_stop() {  # gang_stop HAVE: scale the group to 0 and tell the alert topic why
+  local group zone failure outcome message topic
+  group=$(own_group "$SELF") && [ -n "$group" ] || return 0
+  zone=$(imds placement/availability-zone) || zone=unknown
+  failure=$(aws autoscaling describe-scaling-activities --region "$REGION" --max-items 20 \
+    --auto-scaling-group-name "$group" --output text \
+    --query 'Activities[?StatusCode==`Failed`]|[0].StatusMessage') || failure=""
+  [ -n "$failure" ] && [ "$failure" != None ] || failure="none recorded"
+  outcome="scaled the group $group to 0"
+  aws autoscaling update-auto-scaling-group --region "$REGION" --auto-scaling-group-name \
+    "$group" --min-size 0 --desired-capacity 0 || outcome="could not scale $group to 0"
+  message="$1 of $NODE_COUNT nodes launched in $(( GANG_TIMEOUT / 60 )) min in $zone;"
+  message="$message $outcome. Last failed launch: $failure"
+  log "$message"
+  topic=$(aws ssm get-parameter --region "$REGION" --name "/gpu-cluster/$CLUSTER/alerts-topic" \
+    --with-decryption --query Parameter.Value --output text) || return 0
+  message="$message. Start it again when there is capacity: gpuc resume --stack $STACK"
+  aws sns publish --region "$REGION" --topic-arn "$topic" --message "$message" \
+    --subject "gpu-cluster $CLUSTER: not all nodes launched; scaled to 0" >/dev/null
+}
+HAVE=$(grep -c . <<<"$NODES")
+if [ "$HAVE" -lt "$NODE_COUNT" ] && [ "$ATTEMPTS" -gt 1 ] && [ "${GANG_TIMEOUT:-0}" -gt 0 ]; then
+  if [ "$(awk '$1 == 0 {print $3}' <<<"$NODES")" = "$SELF" ]; then
+    gang_stop "$HAVE"
+    give_up "not all nodes launched: the group is scaled to 0"
+  fi
+fi
 NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' <<<"$NODES")
 MASTER_ADDR=$(awk '$1 == 0 {print $2}' <<<"$NODES")
 [ -n "$MASTER_ADDR" ] || give_up "no address for the first node"

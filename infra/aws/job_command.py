@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -9,8 +10,22 @@ from typing import Any
 
 from components.jobs import cluster_key_alias
 from infra.aws import client
-from infra.aws.jobs import JobError, JobStatus, cancel_job, job_log_lines, list_jobs, run_job
-from infra.outcome import OK, CommandError
+from infra.aws.jobs import (
+    FAILED,
+    START_WATCH_SECONDS,
+    JobError,
+    JobStatus,
+    StartCheck,
+    cancel_job,
+    job_log_lines,
+    list_jobs,
+    parse_env,
+    run_job,
+    slow_network_why,
+    store_spec,
+    watch_start,
+)
+from infra.outcome import INPUT, OK, CommandError
 
 
 def _clients(region: str) -> tuple[Any, Any]:
@@ -29,15 +44,24 @@ def command_run(
     command: list[str],
     max_restarts: int,
     as_json: bool,
+    env: list[str] | None = None,
+    watch_seconds: float = START_WATCH_SECONDS,
 ) -> int:
     ec2, ssm = _clients(region)
+    key = cluster_key_alias(cluster)
     try:
         spec, nodes, command_id = run_job(
-            ec2, ssm, region, stack, cluster, cluster_key_alias(cluster), name, command,
-            max_restarts,
+            ec2, ssm, region, stack, cluster, key, name, command, max_restarts,
+            parse_env(env or []),
         )  # fmt: skip
     except JobError as error:
         raise _failed(error) from error
+    if watch_seconds > 0:
+        check = watch_start(ssm, cluster, spec, command_id, nodes, watch_seconds)
+        if check.all_failed(len(nodes)):
+            # nothing half-started: no node that joins later starts a job that cannot run
+            store_spec(ssm, cluster, key, dataclasses.replace(spec, state=FAILED))
+            raise CommandError(INPUT, start_failure(stack, name, check))
     if as_json:
         json.dump(
             {
@@ -61,6 +85,20 @@ def command_run(
     return OK
 
 
+def start_failure(stack: str, name: str, check: StartCheck) -> str:
+    """Why the job stopped on every node at once, node by node, and where to look."""
+    lines = [f"job '{name}' did not keep running on any node of stack '{stack}':"]
+    lines += [f"  {node}: could not start it: {why}" for node, why in check.not_started.items()]
+    for node, detail in check.failed.items():
+        why = slow_network_why(detail)
+        lines.append(f"  {node}: {detail}" + (f" ({why})" if why else ""))
+    lines.append(
+        f"its output: gpuc logs --stack {stack} --job {name}; the job is marked failed (no "
+        "node starts it again); fix it and run it again under the same name"
+    )
+    return "\n".join(lines)
+
+
 def status_json(status: JobStatus) -> dict[str, Any]:
     spec = status.spec
     return {
@@ -69,7 +107,12 @@ def status_json(status: JobStatus) -> dict[str, Any]:
         "command": spec.command,
         "maxRestarts": spec.max_restarts,
         "created": spec.created,
-        "nodes": status.nodes,
+        "nodes": {
+            node: {**report, "why": why}
+            if (why := slow_network_why(report.get("detail", "")))
+            else report
+            for node, report in status.nodes.items()
+        },
     }
 
 
@@ -88,7 +131,11 @@ def command_jobs(cluster: str, region: str, stack: str, as_json: bool) -> int:
         print(f"{spec.name:<24}{spec.state:<11}{' '.join(spec.command)}")
         for node, report in sorted(job.nodes.items()):
             detail = f" ({report['detail']})" if report.get("detail") else ""
+            restarts = int(report.get("restarts") or 0)
+            detail += f", restarted {restarts}x" if restarts else ""
             print(f"    {node:<22}{report.get('state', '?')}{detail}  {report.get('updated', '')}")
+            if why := slow_network_why(report.get("detail", "")):
+                print(f"        why: {why}")
     return OK
 
 

@@ -30,6 +30,7 @@ from infra.errors import AwsError
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 ACTIVE = "active"
 CANCELLED = "cancelled"
+FAILED = "failed"  # it stopped on every node at its start: no node starts it again
 DEFAULT_MAX_RESTARTS = 3
 SEND_TIMEOUT_SECONDS = 600  # the start command itself, not the job (a unit of its own)
 
@@ -80,6 +81,36 @@ class JobSpec:
         )
 
 
+# What a node's "slow network" report means (boot/gpu-cluster-jobs.sh reads NCCL_DEBUG=INFO at
+# the job's start and stops it), and what to do: the node says which, this says why.
+SLOW_NETWORK_WHY = {
+    "TCP sockets": (
+        "NCCL did not load the aws-ofi-nccl plugin (the Deep Learning AMI has it in "
+        "/opt/amazon/ofi-nccl/lib); a container needs the plugin, libfabric and the "
+        "/dev/infiniband devices (docker --device /dev/infiniband, or the EFA device plugin)"
+    ),
+    "libfabric provider": (
+        "libfabric did not find the EFA devices (FI_PROVIDER set to another provider, or a "
+        "container started without /dev/infiniband)"
+    ),
+    "EFA interfaces": (
+        "the job sees only some of the node's EFA devices: a container given only some "
+        "/dev/infiniband/uverbs* devices, or NCCL_IB_HCA/FI_EFA_IFACE limiting them; "
+        "all-reduce runs at that fraction of the node's bandwidth (SkyPilot #8391)"
+    ),
+}
+
+
+def slow_network_why(detail: str) -> str:
+    """The cause and the fix of a node's "slow network: ..." report ("" for other details)."""
+    if not detail.startswith("slow network:"):
+        return ""
+    for key, why in SLOW_NETWORK_WHY.items():
+        if key in detail:
+            return f"{why}. Run anyway: gpuc run --env GPUC_ALLOW_SLOW_NETWORK=1 ..."
+    return ""
+
+
 def stack_nodes(ec2: Any, region: str, stack: str) -> list[Node]:
     """The stack's running nodes (its tag), never another stack's."""
     return [n for n in list_nodes(ec2, region) if n.stack == stack and n.state == "running"]
@@ -120,12 +151,46 @@ def unreachable(ssm: Any, instance_ids: list[str]) -> list[str] | None:
     except NotImplementedError:  # moto's in-process mock has no such API
         return None
     except AwsError as error:
-        # an emulator without the API (moto's server answers an HTML 500 page): AWS answers
-        # in its own error format, with a named code, never with a bare status
-        if error.code == "ResponseParserError" or (error.code.isdigit() and "<html" in str(error)):
+        if emulator_lacks(error):
             return None
         raise
     return sorted(set(instance_ids) - online)
+
+
+def emulator_lacks(error: AwsError) -> bool:
+    """An emulator without the API (moto's server answers an HTML 500 page): AWS answers in
+    its own error format, with a named code, never with a bare status."""
+    return error.code == "ResponseParserError" or (error.code.isdigit() and "<html" in str(error))
+
+
+def failed_starts(ssm: Any, command_id: str) -> dict[str, str]:
+    """Nodes whose start command ended other than Success, with its output ({} when this
+    endpoint cannot tell)."""
+    try:
+        invocations = list(
+            paginate(
+                ssm,
+                "ssm",
+                "ListCommandInvocations",
+                "CommandInvocations",
+                CommandId=command_id,
+                Details=True,
+            )
+        )
+    except NotImplementedError:  # moto's in-process mock
+        return {}
+    except AwsError as error:
+        if emulator_lacks(error):
+            return {}
+        raise
+    return {
+        i["InstanceId"]: (
+            " ".join((p.get("Output") or "").strip() for p in i.get("CommandPlugins") or []).strip()
+            or i.get("StatusDetails", i["Status"])
+        )
+        for i in invocations
+        if i["Status"] in FINISHED and i["Status"] != "Success"
+    }
 
 
 def store_spec(ssm: Any, cluster: str, key_alias: str, spec: JobSpec, **extra: Any) -> None:
@@ -236,6 +301,93 @@ def run_job(
     return spec, ids, sent["Command"]["CommandId"]
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# SSM Run Command invocation states that are final (ListCommandInvocations, Status)
+FINISHED = {"Success", "Failed", "TimedOut", "Cancelled", "Undeliverable", "Terminated"}
+START_WATCH_SECONDS = 30  # a job that fails at once fails inside this (torchrun's restarts)
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    """`--env KEY=VALUE` pairs; a bad one is a usage error naming it."""
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not ENV_NAME.match(name):
+            raise JobError(
+                f"--env {pair!r}: give NAME=VALUE, NAME letters, digits and '_' not starting "
+                "with a digit (e.g. --env NCCL_DEBUG=WARN)",
+                2,
+            )
+        env[name] = value
+    return env
+
+
+def of_this_run(report: dict[str, Any], spec: JobSpec) -> bool:
+    """A node's report of this run of the job, not of an earlier run under the same name (both
+    times are RFC 3339 UTC to the second, so they compare as text)."""
+    return str(report.get("updated", "")) >= spec.created
+
+
+def node_reports(ssm: Any, cluster: str, spec: JobSpec) -> dict[str, dict[str, Any]]:
+    """Each node's own report of this run of a job: instance id -> {"state", "detail", ...}."""
+    reports: dict[str, dict[str, Any]] = {}
+    prefix = f"{job_parameter(cluster, spec.name)}/nodes/"
+    for parameter in paginate(
+        ssm, "ssm", "GetParametersByPath", "Parameters", Path=prefix.rstrip("/")
+    ):
+        try:
+            report = json.loads(parameter["Value"])
+        except json.JSONDecodeError:
+            continue
+        if of_this_run(report, spec):
+            reports[parameter["Name"].removeprefix(prefix)] = report
+    return reports
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """What the nodes said in the first seconds: who could not start it, who it failed on."""
+
+    not_started: dict[str, str]  # node -> the start command's error
+    failed: dict[str, str]  # node -> its report's detail
+    reported: int  # nodes that reported at all
+
+    def all_failed(self, nodes: int) -> bool:
+        return len(self.not_started) + len(self.failed) >= nodes > 0
+
+
+def watch_start(
+    ssm: Any,
+    cluster: str,
+    spec: JobSpec,
+    command_id: str,
+    ids: list[str],
+    seconds: float = START_WATCH_SECONDS,
+    sleep=None,
+    clock=None,
+) -> StartCheck:
+    """Poll the start command and the nodes' reports for ``seconds``; stop early once every
+    node has failed or finished."""
+    import time
+
+    sleep = sleep or time.sleep
+    clock = clock or time.monotonic
+    deadline = clock() + seconds
+    while True:
+        not_started = failed_starts(ssm, command_id)
+        reports = node_reports(ssm, cluster, spec)
+        failed = {
+            node: report.get("detail") or "failed"
+            for node, report in reports.items()
+            if node in ids and report.get("state") == "failed"
+        }
+        check = StartCheck(not_started, failed, len(reports))
+        settled = sum(1 for r in reports.values() if r.get("state") in ("failed", "done"))
+        if check.all_failed(len(ids)) or settled >= len(ids) or clock() >= deadline:
+            return check
+        sleep(2)
+
+
 @dataclass(frozen=True)
 class JobStatus:
     spec: JobSpec
@@ -265,7 +417,17 @@ def list_jobs(ssm: Any, cluster: str) -> list[JobStatus]:
             except json.JSONDecodeError:
                 report = {"state": parameter["Value"]}
             reports.setdefault(relative[0], {})[relative[2]] = report
-    return [JobStatus(specs[name], reports.get(name, {})) for name in sorted(specs)]
+    return [
+        JobStatus(
+            specs[name],
+            {
+                node: report
+                for node, report in reports.get(name, {}).items()
+                if of_this_run(report, specs[name])
+            },
+        )
+        for name in sorted(specs)
+    ]
 
 
 def cancel_job(

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
 from infra.errors import Problem
-from infra.spec import StackSpec
+from infra.spec import DEFAULT_GANG_TIMEOUT_MINUTES, MIN_GANG_TIMEOUT_MINUTES, StackSpec
 from infra.suggest import closest
 from infra.validation.common import config_moment, key, rfc3339
 
@@ -58,7 +58,28 @@ def check_cost_controls(
                 )
             )
     controls = CostControls(idle, schedule, expires, budget, tuple(spec.alert_emails))
-    return replace(controls, prepaid=prepaid(spec)), problems
+    gang = _gang_timeout(spec, single_box, problems)
+    return replace(controls, prepaid=prepaid(spec), gang_timeout_minutes=gang), problems
+
+
+def _gang_timeout(spec: StackSpec, single_box: bool, problems: list[Problem]) -> int:
+    """All or nothing for a multi-node training group (0: off, and for a dev box or a
+    service, which are no gang)."""
+    minutes = spec.gang_timeout_minutes
+    if 0 < minutes < MIN_GANG_TIMEOUT_MINUTES:
+        problems.append(
+            Problem(
+                path=key("gangTimeoutMinutes"),
+                received=minutes,
+                problem=f"{minutes} min is shorter than a GPU node's boot and health check: "
+                "every cluster would be scaled to 0 before its nodes are up",
+                allowed=f"0 (off) or {MIN_GANG_TIMEOUT_MINUTES}-1440 minutes",
+                fix=f"pulumi config set gangTimeoutMinutes {DEFAULT_GANG_TIMEOUT_MINUTES}",
+            )
+        )
+    if single_box or spec.nodes < 2 or spec.role != "cluster":
+        return 0
+    return minutes
 
 
 def prepaid(spec: StackSpec) -> bool:

@@ -37,6 +37,7 @@ COMPUTE_KEYS = (
     "idleStop",
     "schedule",
     "expiresAt",
+    "gangTimeoutMinutes",
     "budget",
     "alertEmails",
 )

@@ -10,6 +10,7 @@ from components.cidr import (
     SubnetLayout,
     addresses_needed,
     default_layout,
+    interface_endpoints,
     max_nodes,
     usable_addresses,
 )
@@ -142,7 +143,9 @@ def check_network(
             )
         )
     node_subnet = public if network.public_ip else private
-    needed = addresses_needed(node_count, ips_per_node)
+    # the endpoints this stack creates; turning the NAT gateway off later is checked then
+    endpoints = len(interface_endpoints(network.nat_gateway))
+    needed = addresses_needed(node_count, ips_per_node, endpoints)
     if needed > usable_addresses(node_subnet):
         problems.append(
             Problem(
@@ -150,7 +153,8 @@ def check_network(
                 received=network.vpc_cidr,
                 problem=f"the node subnet {node_subnet} has {usable_addresses(node_subnet)} usable "
                 f"addresses; {node_count} nodes x {ips_per_node} IP(s) + endpoints need {needed}",
-                allowed=f"at most {max_nodes(node_subnet, ips_per_node)} nodes in this subnet",
+                allowed=f"at most {max_nodes(node_subnet, ips_per_node, endpoints)} nodes in this "
+                "subnet",
                 fix=(
                     f"use a larger VPC (e.g. {vpc.supernet(new_prefix=MIN_VPC_PREFIX)}) "
                     "or fewer nodes"

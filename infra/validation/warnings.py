@@ -83,10 +83,11 @@ def cost_control_warnings(
             "budget: no alertEmails, so its 80 % and 100 % alerts reach no one (pulumi config "
             "set --path alertEmails[0] you@example.com)"
         )
-    if spec.alert_emails and spec.budget is None and spec.expires_at is None:
+    gang = spec.nodes > 1 and spec.gang_timeout_minutes > 0 and spec.role == "cluster"
+    if spec.alert_emails and spec.budget is None and spec.expires_at is None and not gang:
         found.append(
-            "alertEmails: nothing sends alerts without a budget or expiresAt, so no topic is "
-            "created for them"
+            "alertEmails: nothing sends alerts without a budget, expiresAt or a multi-node "
+            "group's gangTimeoutMinutes, so no topic is created for them"
         )
     idle = spec.idle_stop
     if idle is not None and idle.below_percent is not None and idle.below_percent < 1:

@@ -1,0 +1,189 @@
+"""All or nothing: a multi-node group that has not launched all its nodes within the stack's
+gangTimeoutMinutes scales to 0 and tells the stack's alert topic why (boot/gpu-cluster-nodes.sh
+in the boot harness; the topic, its parameter and the nodes' rights in the plan)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from conftest import TRAIN_LIKE, only, plan_config
+from test_boot_harness import GROUP, SELF, TRAIN
+from test_boot_harness import make_node as make_node  # the fixture
+
+from components.aws_limits import user_data_text
+
+# DescribeScalingActivities' StatusMessage for an on-demand launch short of capacity, as AWS
+# writes it (EC2 Auto Scaling API reference, Activity; the text from real activities).
+NO_CAPACITY = (
+    "We currently do not have sufficient p4d.24xlarge capacity in the Availability Zone you "
+    "requested (us-east-1a). Our system will be working on provisioning additional capacity. "
+    "You can currently get p4d.24xlarge capacity by not specifying an Availability Zone in "
+    "your request or choosing us-east-1b, us-east-1c. Launching EC2 instance failed."
+)
+TOPIC = "arn:aws:sns:us-east-1:123456789012:train-cost-alerts-1a2b3c4"
+TWO_OF_FOUR = (
+    f"2026-12-01T08:00:00+00:00\t{SELF}\t10.42.0.30\n"
+    "2026-12-01T08:01:00+00:00\ti-0bbb\t10.42.0.31\n"
+)
+
+
+def gang_node(make_node, rows: str = TWO_OF_FOUR, gang_seconds: int = 10, down=()):
+    """A first boot of a 4-node group; the wait is `gang_seconds` (two polls for 10)."""
+    node = make_node(replace(TRAIN, stack="train", gang_timeout_seconds=gang_seconds))
+    node.install_only()
+    node.answer_aws(
+        [
+            GROUP,
+            ("describe-auto-scaling-groups", "4"),
+            ("describe-instances", rows),
+            ("describe-scaling-activities", NO_CAPACITY),
+            ("update-auto-scaling-group", ""),
+            ("ssm get-parameter", TOPIC),
+            ("sns publish", '{"MessageId": "m-1"}'),
+        ],
+        down=down,
+    )
+    return node
+
+
+def calls(node, verb: str) -> list[list[str]]:
+    return [c for c in node.aws_calls() if verb in c]
+
+
+def argument(call: list[str], name: str) -> str:
+    return call[call.index(name) + 1]
+
+
+def test_the_oldest_node_of_a_partial_gang_scales_the_group_to_zero_and_says_why(make_node):
+    node = gang_node(make_node)
+    done = node.step("gpu-cluster-nodes", "--wait")
+    assert done.returncode == 1 and "scaled to 0" in done.stderr
+    assert not node.file("/etc/gpu-cluster/torchrun.env").exists()  # no job on a partial gang
+    (update,) = calls(node, "update-auto-scaling-group")
+    assert argument(update, "--auto-scaling-group-name") == "train-nodes-group"
+    assert argument(update, "--min-size") == "0" and argument(update, "--desired-capacity") == "0"
+    (activities,) = calls(node, "describe-scaling-activities")
+    assert argument(activities, "--auto-scaling-group-name") == "train-nodes-group"
+    (publish,) = calls(node, "publish")
+    assert argument(publish, "--topic-arn") == TOPIC
+    message = argument(publish, "--message")
+    assert "2 of 4 nodes launched" in message and "in us-east-1a" in message
+    assert NO_CAPACITY in message  # the capacity error, word for word
+    assert "gpuc resume --stack train" in message
+    assert len(argument(publish, "--subject")) <= 100  # SNS Publish: Subject under 100 chars
+    (parameter,) = calls(node, "get-parameter")
+    assert argument(parameter, "--name") == "/gpu-cluster/train/alerts-topic"
+    # the group was stopped before anything else could fail
+    verbs = [c[1] for c in node.aws_calls() if c[0] in ("autoscaling", "sns")]
+    assert verbs.index("update-auto-scaling-group") < verbs.index("publish")
+
+
+def test_only_the_oldest_node_acts(make_node):
+    rows = TWO_OF_FOUR.replace(SELF, "i-0aaa").replace("i-0bbb", SELF)
+    node = gang_node(make_node, rows=rows)
+    assert node.step("gpu-cluster-nodes", "--wait").returncode == 0
+    assert calls(node, "update-auto-scaling-group") == [] and calls(node, "publish") == []
+
+
+def test_a_full_gang_is_left_alone(make_node):
+    rows = TWO_OF_FOUR + (
+        "2026-12-01T08:02:00+00:00\ti-0ccc\t10.42.0.32\n"
+        "2026-12-01T08:03:00+00:00\ti-0ddd\t10.42.0.33\n"
+    )
+    node = gang_node(make_node, rows=rows)
+    assert node.step("gpu-cluster-nodes", "--wait").returncode == 0
+    assert node.env_file("/etc/gpu-cluster/torchrun.env")["NNODES"] == "4"
+    assert calls(node, "update-auto-scaling-group") == []
+
+
+def test_with_the_gang_timeout_off_a_partial_gang_trains_on(make_node):
+    node = gang_node(make_node, gang_seconds=0)
+    node.answer_aws(
+        [GROUP, ("describe-auto-scaling-groups", "2"), ("describe-instances", TWO_OF_FOUR)]
+    )
+    assert node.step("gpu-cluster-nodes", "--wait").returncode == 0
+    assert calls(node, "update-auto-scaling-group") == []
+
+
+def test_a_refused_scale_in_is_still_reported(make_node):
+    node = gang_node(make_node, down=["update-auto-scaling-group"])
+    assert node.step("gpu-cluster-nodes", "--wait").returncode == 1
+    (publish,) = calls(node, "publish")
+    assert "could not scale train-nodes-group to 0" in argument(publish, "--message")
+
+
+def test_no_launch_failure_recorded_and_no_topic_still_stops_the_group(make_node):
+    node = gang_node(make_node, down=["describe-scaling-activities", "ssm get-parameter"])
+    done = node.step("gpu-cluster-nodes", "--wait")
+    assert done.returncode == 1 and "none recorded" in done.stderr
+    assert len(calls(node, "update-auto-scaling-group")) == 1 and calls(node, "publish") == []
+
+
+# --- the plan ------------------------------------------------------------------------------
+
+PARAMETER = "aws:ssm/parameter:Parameter"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+
+
+def cluster_env(plan) -> dict[str, str]:
+    text = user_data_text(only(plan, LT).inputs["userData"])
+    env = text.split("cluster.env\" <<'ENV'\n", 1)[1].split("\nENV\n", 1)[0]
+    return dict(line.split("=", 1) for line in env.splitlines())
+
+
+def gang_access(plan) -> dict:
+    (policy,) = [r for r in plan.of_type(ROLE_POLICY) if r.name.endswith("gang-stop-access")]
+    return json.loads(policy.inputs["policy"])
+
+
+def test_a_training_cluster_stops_a_partial_gang_after_30_minutes_by_default():
+    plan = plan_config({**TRAIN_LIKE}, stack="train")
+    assert plan.error is None, plan.error
+    env = cluster_env(plan)
+    assert env["GANG_TIMEOUT"] == "1800" and env["STACK"] == "train"
+    (parameter,) = [r for r in plan.of_type(PARAMETER) if r.name.endswith("alerts-topic")]
+    assert parameter.inputs["name"] == "/gpu-cluster/train/alerts-topic"
+    (topic,) = plan.of_type("aws:sns/topic:Topic")
+    # the value is the topic's ARN (a secret input of the provider: the plan shows its source)
+    assert list(parameter.property_dependencies["value"]) == [topic.urn]
+    assert parameter.inputs["type"] == "SecureString"
+    statements = {s["Sid"]: s for s in gang_access(plan)["Statement"]}
+    stop = statements["StopOwnPartialGang"]
+    assert stop["Action"] == "autoscaling:UpdateAutoScalingGroup"
+    assert stop["Condition"] == {
+        "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:name": "train"}
+    }
+    (group,) = plan.of_type("aws:autoscaling/group:Group")
+    assert {"key": "gpu-cluster:name", "value": "train", "propagateAtLaunch": True} in group.inputs[
+        "tags"
+    ]
+    assert statements["TellAlertTopic"]["Resource"] == plan.state(topic)["arn"]
+    assert statements["FindAlertTopic"]["Resource"] == plan.state(parameter)["arn"]
+
+
+def test_the_gang_timeout_is_the_stacks_to_set_or_turn_off():
+    plan = plan_config({**TRAIN_LIKE, "gpu-cluster:gangTimeoutMinutes": "45"}, stack="train")
+    assert cluster_env(plan)["GANG_TIMEOUT"] == "2700"
+    plan = plan_config({**TRAIN_LIKE, "gpu-cluster:gangTimeoutMinutes": "0"}, stack="train")
+    assert plan.error is None, plan.error
+    assert cluster_env(plan)["GANG_TIMEOUT"] == "0"
+    assert not [r for r in plan.of_type(ROLE_POLICY) if r.name.endswith("gang-stop-access")]
+    assert not plan.of_type("aws:sns/topic:Topic")  # nothing else sends alerts on this stack
+
+
+def test_one_node_is_no_gang():
+    plan = plan_config({**TRAIN_LIKE, "gpu-cluster:nodes": "1"}, stack="solo")
+    assert plan.error is None, plan.error
+    assert cluster_env(plan)["GANG_TIMEOUT"] == "0"
+    assert not [r for r in plan.of_type(PARAMETER) if r.name.endswith("alerts-topic")]
+
+
+def test_a_gang_timeout_shorter_than_a_boot_is_refused():
+    plan = plan_config({**TRAIN_LIKE, "gpu-cluster:gangTimeoutMinutes": "5"}, stack="train")
+    (problem,) = plan.error.problems
+    assert problem.path == "gpu-cluster:gangTimeoutMinutes" and problem.received == 5
+    assert "0 (off) or 10-1440" in problem.allowed
+    assert problem.fix == "pulumi config set gangTimeoutMinutes 30"
+    assert [r.type for r in plan.resources] == ["pulumi:pulumi:Stack"]  # nothing created
