@@ -21,7 +21,7 @@ from components.jobs import (
 )
 from components.launch_template import RootVolume
 from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
-from components.naming import CLUSTER_TAG, child_name
+from components.naming import CLUSTER_TAG, STACK_TAG, child_name
 from components.network import ClusterNetwork, ClusterNetworkArgs
 from components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
@@ -240,7 +240,7 @@ class GpuCluster(pulumi.ComponentResource):
                             lustre_target=values[1],
                             secrets_path=secrets_path(name) if args.secrets else "",
                             jobs_log_group=jobs_log_group(name),
-                            stack=args.tags.get("gpu-cluster:stack", name),
+                            stack=args.tags.get(STACK_TAG, name),
                             gang_timeout_seconds=args.cost_controls.gang_timeout_minutes * 60,
                         )
                     )
@@ -330,9 +330,10 @@ class GpuCluster(pulumi.ComponentResource):
     ) -> None:
         """The alert topic's ARN where the nodes find it, and their right to stop a partial
         gang and say why (policies.gang_stop_policy)."""
+        stack = args.tags.get(STACK_TAG, name)
         parameter = aws.ssm.Parameter(
             child_name(name, "alerts-topic"),
-            name=alerts_topic_parameter(name),
+            name=alerts_topic_parameter(name, stack),
             type="SecureString",  # as every parameter of the stack: under the cluster key
             key_id=self.security.key.arn,
             value=topic.arn,
@@ -344,7 +345,7 @@ class GpuCluster(pulumi.ComponentResource):
             child_name(name, "gang-stop-access"),
             role=self.security.role.name,
             policy=pulumi.Output.all(topic.arn, parameter.arn).apply(
-                lambda arns: json.dumps(gang_stop_policy(name, arns[0], arns[1]))
+                lambda arns: json.dumps(gang_stop_policy(stack, arns[0], arns[1]))
             ),
             opts=child,
         )

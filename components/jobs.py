@@ -5,6 +5,64 @@ reach nodes that join later and `gpuc jobs` can read every node's state without 
 from __future__ import annotations
 
 JOB_COMMAND = "/usr/local/sbin/gpu-cluster-jobs"  # boot/gpu-cluster-jobs.sh on training nodes
+# What `gpuc run --env` may not set (boot/gpu-cluster-jobs.sh drops them too): the node's own
+# cluster.env (tests check every rendered key is here) and the boot scripts' globals; names
+# with these prefixes; and anything not upper case.
+NODE_ENV_NAMES = frozenset(
+    [
+        "CLUSTER",
+        "REGION",
+        "GPUS_PER_NODE",
+        "NVME_DISKS",
+        "DATA_BUCKET",
+        "SCRATCH",
+        "EFA_INTERFACES",
+        "DATA_MOUNT",
+        "LUSTRE_MOUNT",
+        "LUSTRE_TARGET",
+        "SPOT",
+        "NVSWITCH",
+        "NVSWITCH_PCI_ID",
+        "ROW_REMAP",
+        "INTERNET",
+        "EXPECTED_BUSBW_GBPS",
+        "SECRETS_PATH",
+        "JOB_USER",
+        "JOBS_LOG_GROUP",
+        "JOB_LOG_DIR",
+        "STACK",
+        "GANG_TIMEOUT",
+        "MODEL_PREFIX",
+        "SERVER_KIND",
+        "SERVER_IMAGE",
+        "SERVER_PORT",
+        "SERVER_ARGS",
+        "READINESS_PATH",
+        "BATCH_SIZES",
+        "QUEUE_DELAY_US",
+        "WARMUP_SECONDS",
+        "LIFECYCLE_HOOK",
+        "MODEL_METRICS_PORT",
+        "MODEL_METRICS_LOG_GROUP",
+        "R",
+        "ETC",
+        "RUN",
+        "STATE",
+        "IMDS",
+        "JOBS",
+        "SPECS",
+        "PROC",
+        "STEP",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "IFS",
+    ]
+)
+NODE_ENV_PREFIXES = ("AWS_", "GPUC_", "TORCHELASTIC_")
+JOB_ENV_ALLOWED = frozenset({"GPUC_ALLOW_SLOW_NETWORK"})  # read by the job's network check
 JOB_USER_UNIT = "gpu-cluster-job@"  # systemd template unit: one instance per job
 
 
@@ -31,7 +89,8 @@ def jobs_log_group(cluster: str) -> str:
     return f"/gpu-cluster/{cluster}-jobs"
 
 
-def alerts_topic_parameter(cluster: str) -> str:
-    """Where a node finds the stack's alert topic (the topic is created after the nodes'
-    launch template, so its ARN cannot be in the user data)."""
-    return f"/gpu-cluster/{cluster}/alerts-topic"
+def alerts_topic_parameter(cluster: str, stack: str) -> str:
+    """Where a node finds its stack's alert topic (the topic is created after the nodes'
+    launch template, so its ARN cannot be in the user data); two stacks may share a cluster
+    name."""
+    return f"/gpu-cluster/{cluster}/{stack}/alerts-topic"

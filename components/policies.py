@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.naming import HEALTH_TAG
+from components.naming import HEALTH_TAG, STACK_TAG
 
 SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
 MIN_TLS_VERSION = "1.2"
@@ -436,11 +436,11 @@ def log_group_writer_policy(sid: str, log_group_arn: str) -> dict[str, Any]:
     }
 
 
-def gang_stop_policy(cluster: str, topic_arn: str, parameter_arn: str) -> dict[str, Any]:
+def gang_stop_policy(stack: str, topic_arn: str, parameter_arn: str) -> dict[str, Any]:
     """All or nothing (boot/gpu-cluster-nodes.sh): the oldest node of a partial gang reads why
-    the others did not launch, scales its own cluster's group to 0 (scoped by the group's
-    cluster tag: Auto Scaling "Tags for security", autoscaling:ResourceTag) and publishes to
-    the stack's alert topic. The topic's key already lets the node encrypt (UseClusterKeys:
+    the others did not launch, scales its own stack's group to 0 (scoped by the group's stack
+    tag: Auto Scaling "Tags for security", autoscaling:ResourceTag) and publishes to the
+    stack's alert topic. The topic's key already lets the node encrypt (UseClusterKeys:
     SNS needs kms:GenerateDataKey and kms:Decrypt of a publisher); within one account the
     identity policy suffices without the topic policy naming the role."""
     return {
@@ -457,9 +457,7 @@ def gang_stop_policy(cluster: str, topic_arn: str, parameter_arn: str) -> dict[s
                 "Effect": "Allow",
                 "Action": "autoscaling:UpdateAutoScalingGroup",
                 "Resource": "*",
-                "Condition": {
-                    "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:name": cluster}
-                },
+                "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{STACK_TAG}": stack}},
             },
             {
                 "Sid": "FindAlertTopic",

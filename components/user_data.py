@@ -3,9 +3,9 @@ gzip-compressed user data.
 
 EC2 takes at most 16 KB of user data before base64 (components/aws_limits.py); cloud-init
 inflates gzip user data and runs it as if it were not compressed (cloud-init docs, "User data
-formats": gzip). Only the steps a stack uses are on it, full-line comments are left in the
-files under boot/ (where they are read), and the gzip header carries no time stamp, so the same
-stack renders the same bytes and `pulumi up` sees no change.
+formats": gzip). Only the steps a stack uses are on it, comments are left in the files under
+boot/ (where they are read), and the gzip header carries no time stamp, so the same stack
+renders the same bytes and `pulumi up` sees no change.
 
 The user data is identical on every node and does not depend on the node count, so resizing
 a group never changes the launch template. A node finds its cluster through EC2 (the cluster
@@ -36,6 +36,9 @@ SPOT_WATCH = "/usr/local/sbin/gpu-cluster-spot-watch"
 JOB_USER = "ubuntu"  # the Deep Learning AMI's user; jobs run as this user
 PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
 COMMENT_LINE = re.compile(r"^[ \t]*#(?!!| shellcheck).*\n", re.MULTILINE)
+# A comment after code: blanks, "# ", then no quote to the end of the line (so never a "#"
+# inside a string). The boot files' units, JSON and Python heredocs hold none that are data.
+INLINE_COMMENT = re.compile(r"(?<=\S)[ \t]+# (?!shellcheck)[^\n'\"`]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +90,8 @@ def fill(template: str, values: dict[str, str]) -> str:
 
 
 def without_comments(script: str) -> str:
-    """The script without full-line comments (shebangs and shellcheck directives stay)."""
-    return COMMENT_LINE.sub("", script)
+    """The script without comments (shebangs and shellcheck directives stay)."""
+    return INLINE_COMMENT.sub("", COMMENT_LINE.sub("", script))
 
 
 def boot_unit_function() -> str:

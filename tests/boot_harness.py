@@ -151,8 +151,11 @@ for needle in table.get("down", []):
             "\nCould not connect to the endpoint URL: \"https://ec2.us-east-1.amazonaws.com/\"\n"
         )
         sys.exit(255)
-for needle, answer in table.get("answers", []):
+for index, (needle, answer) in enumerate(table.get("answers", [])):
     if needle in line:
+        if isinstance(answer, list):  # successive calls, successive answers (the last stays)
+            answer = answer.pop(0) if len(answer) > 1 else answer[0]
+            json.dump(table, open(path, "w"))
         sys.stdout.write(answer if answer.endswith("\n") or not answer else answer + "\n")
         break
 """
@@ -289,9 +292,9 @@ class BootNode:
         return json.loads(self.apt_state.read_text())
 
     def answer_aws(self, answers: list[tuple[str, str]] | None = None, down=(), flaky=None) -> None:
-        """The aws stub: the first answer whose text is in the command line; `down`: calls
-        containing these texts fail as with no route to the endpoint; `flaky`: {text: n}
-        calls fail n times, then answer."""
+        """The aws stub: the first answer whose text is in the command line (a list: one per
+        call, the last repeated); `down`: calls containing these texts fail as with no route
+        to the endpoint; `flaky`: {text: n} calls fail n times, then answer."""
         table = {"answers": answers or [], "down": list(down), "flaky": dict(flaky or {})}
         (self.harness / "aws.json").write_text(json.dumps(table))
 

@@ -69,14 +69,17 @@ def test_the_oldest_node_of_a_partial_gang_scales_the_group_to_zero_and_says_why
     assert argument(publish, "--topic-arn") == TOPIC
     message = argument(publish, "--message")
     assert "2 of 4 nodes launched" in message and "in us-east-1a" in message
+    assert "scaling the group train-nodes-group to 0" in message
     assert NO_CAPACITY in message  # the capacity error, word for word
     assert "gpuc resume --stack train" in message
     assert len(argument(publish, "--subject")) <= 100  # SNS Publish: Subject under 100 chars
     (parameter,) = calls(node, "get-parameter")
-    assert argument(parameter, "--name") == "/gpu-cluster/train/alerts-topic"
-    # the group was stopped before anything else could fail
+    assert argument(parameter, "--name") == "/gpu-cluster/train/train/alerts-topic"
+    # the alert goes out first: once the group is at 0 this node is being terminated
     verbs = [c[1] for c in node.aws_calls() if c[0] in ("autoscaling", "sns")]
-    assert verbs.index("update-auto-scaling-group") < verbs.index("publish")
+    assert verbs.index("publish") < verbs.index("update-auto-scaling-group")
+    # one page of activities: --max-items would add a "None" line for the next token
+    assert "--no-paginate" in activities and "--max-items" not in activities
 
 
 def test_only_the_oldest_node_acts(make_node):
@@ -84,6 +87,23 @@ def test_only_the_oldest_node_acts(make_node):
     node = gang_node(make_node, rows=rows)
     assert node.step("gpu-cluster-nodes", "--wait").returncode == 0
     assert calls(node, "update-auto-scaling-group") == [] and calls(node, "publish") == []
+
+
+def test_a_group_resized_to_what_launched_while_waiting_is_not_stopped(make_node):
+    """4 wanted, 2 launched, and the user sets the stack to 2 nodes meanwhile (pulumi up): the
+    size is read again, so the now complete group is never scaled to 0."""
+    node = gang_node(make_node)
+    node.answer_aws(
+        [
+            GROUP,
+            ("describe-auto-scaling-groups", ["4", "4", "2"]),
+            ("describe-instances", TWO_OF_FOUR),
+            ("update-auto-scaling-group", ""),
+        ]
+    )
+    assert node.step("gpu-cluster-nodes", "--wait").returncode == 0
+    assert calls(node, "update-auto-scaling-group") == []
+    assert node.env_file("/etc/gpu-cluster/torchrun.env")["NNODES"] == "2"
 
 
 def test_a_full_gang_is_left_alone(make_node):
@@ -109,8 +129,10 @@ def test_with_the_gang_timeout_off_a_partial_gang_trains_on(make_node):
 def test_a_refused_scale_in_is_still_reported(make_node):
     node = gang_node(make_node, down=["update-auto-scaling-group"])
     assert node.step("gpu-cluster-nodes", "--wait").returncode == 1
-    (publish,) = calls(node, "publish")
-    assert "could not scale train-nodes-group to 0" in argument(publish, "--message")
+    first, second = calls(node, "publish")
+    assert "scaling to 0" in argument(first, "--subject")
+    assert "could not scale" in argument(second, "--subject")
+    assert "Scaling train-nodes-group to 0 failed" in argument(second, "--message")
 
 
 def test_no_launch_failure_recorded_and_no_topic_still_stops_the_group(make_node):
@@ -144,7 +166,7 @@ def test_a_training_cluster_stops_a_partial_gang_after_30_minutes_by_default():
     env = cluster_env(plan)
     assert env["GANG_TIMEOUT"] == "1800" and env["STACK"] == "train"
     (parameter,) = [r for r in plan.of_type(PARAMETER) if r.name.endswith("alerts-topic")]
-    assert parameter.inputs["name"] == "/gpu-cluster/train/alerts-topic"
+    assert parameter.inputs["name"] == "/gpu-cluster/train/train/alerts-topic"
     (topic,) = plan.of_type("aws:sns/topic:Topic")
     # the value is the topic's ARN (a secret input of the provider: the plan shows its source)
     assert list(parameter.property_dependencies["value"]) == [topic.urn]
@@ -153,12 +175,11 @@ def test_a_training_cluster_stops_a_partial_gang_after_30_minutes_by_default():
     stop = statements["StopOwnPartialGang"]
     assert stop["Action"] == "autoscaling:UpdateAutoScalingGroup"
     assert stop["Condition"] == {
-        "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:name": "train"}
+        "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:stack": "train"}
     }
     (group,) = plan.of_type("aws:autoscaling/group:Group")
-    assert {"key": "gpu-cluster:name", "value": "train", "propagateAtLaunch": True} in group.inputs[
-        "tags"
-    ]
+    stack_tag = {"key": "gpu-cluster:stack", "value": "train", "propagateAtLaunch": True}
+    assert stack_tag in group.inputs["tags"]  # the tag the condition reads
     assert statements["TellAlertTopic"]["Resource"] == plan.state(topic)["arn"]
     assert statements["FindAlertTopic"]["Resource"] == plan.state(parameter)["arn"]
 

@@ -9,7 +9,6 @@ import shlex
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -102,14 +101,17 @@ def test_run_sends_the_job_to_every_running_node_of_the_stack_and_no_other(capsy
     assert cli.main(["jobs", "--stack", "train", "--json"]) == 0
     (job,) = json.loads(capsys.readouterr().out)
     assert job["name"] == "train" and job["state"] == "active" and job["nodes"] == {}
-    # a node's report shows up under the job
-    ssm.put_parameter(
-        Name=f"{job_parameter('train', 'train')}/nodes/{ours[0]}",
-        Value=json.dumps(
-            {"state": "running", "updated": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"}
-        ),
-        Type="String",
-    )
+    # a node's report of this run shows up under the job; one of an earlier run does not
+    run = json.loads(stored["Parameter"]["Value"])["run"]
+    assert len(run) == 12
+    for node, run_id in ((ours[0], run), (ours[1], "earlier-run")):
+        ssm.put_parameter(
+            Name=f"{job_parameter('train', 'train')}/nodes/{node}",
+            Value=json.dumps(
+                {"state": "running", "run": run_id, "updated": "2020-01-01T00:00:00Z"}
+            ),
+            Type="String",
+        )
     assert cli.main(["jobs", "--stack", "train", "--json"]) == 0
     (job,) = json.loads(capsys.readouterr().out)
     assert job["nodes"][ours[0]]["state"] == "running"
@@ -346,6 +348,27 @@ def test_a_bad_env_pair_is_a_usage_error(capsys):
     assert cli.main(["run", "--stack", "train", "--env", "1BAD=x", "--", "python", "a.py"]) == 2
     assert "--env '1BAD=x'" in capsys.readouterr().err
     assert parse_env(["A=b=c", "EMPTY="]) == {"A": "b=c", "EMPTY": ""}
+    assert parse_env(["GPUC_ALLOW_SLOW_NETWORK=1"]) == {"GPUC_ALLOW_SLOW_NETWORK": "1"}
+    # the job's shell reads these before torchrun: the node's own are refused, named
+    for name in ("CLUSTER", "REGION", "PATH", "AWS_REGION", "GPUC_JOB", "TORCHELASTIC_RUN_ID"):
+        with pytest.raises(JobError, match=f"--env {name}: the node sets {name} itself"):
+            parse_env([f"{name}=x"])
+    with pytest.raises(JobError, match="upper-case"):
+        parse_env(["command=rm"])
+
+
+def test_every_variable_a_training_node_sets_is_refused_to_env():
+    from components.jobs import NODE_ENV_NAMES
+    from components.user_data import render_user_data
+
+    boot = replace(TRAIN, spot=True, lustre_target="fs@tcp:/x", secrets_path="/g/s", stack="s")
+    script = render_user_data(boot)
+    env = script.split("cluster.env\" <<'ENV'\n", 1)[1].split("\nENV\n", 1)[0]
+    keys = {line.split("=", 1)[0] for line in env.splitlines()}
+    assert keys and keys <= NODE_ENV_NAMES, keys - NODE_ENV_NAMES
+    for key in keys:
+        with pytest.raises(JobError):
+            parse_env([f"{key}=x"])
 
 
 # --- the node side (boot/gpu-cluster-jobs.sh in the boot harness) ------------------------
@@ -660,7 +683,10 @@ def test_logs_interleave_every_nodes_output_of_one_job_by_time(capsys):
 WORKER = r"""
 import os, signal, sys, time
 out = sys.argv[1]
-signal.signal(signal.SIGUSR1, lambda *_: open(out + "/usr1", "w").write("usr1"))
+def got(*_):  # written whole, then named: the test never reads a half-written file
+    open(out + "/usr1.tmp", "w").write("usr1")
+    os.rename(out + "/usr1.tmp", out + "/usr1")
+signal.signal(signal.SIGUSR1, got)
 open(out + "/ready", "w").write(str(os.getpid()))
 time.sleep(30)
 """
@@ -722,3 +748,76 @@ def test_each_node_reports_how_often_torchrun_restarted_the_workers(make_node):
     ]
     assert [r["state"] for r in reports] == ["running", "running", "done"]
     assert [r["restarts"] for r in reports] == [0, 2, 2]
+
+
+def test_the_node_drops_env_names_it_sets_itself(make_node):
+    """A spec written around gpuc (by hand, an older gpuc): the node's own variables stay."""
+    node = job_node(make_node)
+    spec = json.loads(job_spec())
+    spec["env"] = {"CLUSTER": "other", "command": "rm -rf /", "AWS_REGION": "x", "LR": "3e-4"}
+    node.answer_aws(
+        [
+            ("get-parameters-by-path", "/gpu-cluster/train/jobs/pretrain"),
+            ("ssm get-parameter", json.dumps(spec)),
+            ("put-parameter", ""),
+            *ONE_NODE,
+        ]
+    )
+    (node.harness / "bin/torchrun").write_text(
+        '#!/bin/bash\necho "$CLUSTER ${AWS_REGION:-unset} $LR" > "$HARNESS/seen"\n'
+        'printf "%s\\n" "$@" > "$HARNESS/torchrun-args"\n'
+    )
+    booted(node)
+    # CLUSTER is not the job's (cluster.env is not exported) and stays the node's own
+    assert (node.harness / "seen").read_text() == " unset 3e-4\n"
+    assert (node.harness / "torchrun-args").read_text().splitlines()[-5:] == [
+        "train.py", "--epochs", "3", "--note", "two words",
+    ]  # fmt: skip
+
+
+def test_older_aws_ofi_nccl_lines_are_read_too(make_node):
+    """aws-ofi-nccl before 1.14 printed "Selected Provider is efa (found N nics)"."""
+    node = job_node(make_node)
+    nccl_torchrun(
+        node, ["NET/OFI Selected Provider is efa (found 2 nics)", "Using network AWS Libfabric"]
+    )
+    booted(node)
+    assert "NCCL uses 2 of 4 EFA interfaces" in job_detail(node)
+
+
+def test_stopping_the_unit_stops_torchrun_and_reports_stopped(make_node):
+    """systemctl stop (a spot shutdown, the expiry, gpuc cancel): SIGTERM to gpu-cluster-jobs
+    alone (KillMode=mixed), which stops torchrun, keeps the output's last lines and reports."""
+    node = job_node(make_node)
+    unit = node.read("/etc/systemd/system/gpu-cluster-job@.service")
+    assert "KillMode=mixed" in unit and "KillSignal=SIGTERM" in unit
+    (node.harness / "bin/torchrun").write_text(
+        "#!/bin/bash\n"
+        "stop() { echo 'saving on SIGTERM'; echo stopped > \"$HARNESS/torchrun-stopped\"\n"
+        "  exit 143; }\n"
+        "trap stop TERM\n"
+        'echo started > "$HARNESS/torchrun-started"\n'
+        "while true; do sleep 0.1; done\n"
+    )
+    for step in ("gpu-cluster-health", "gpu-cluster-nodes"):
+        assert node.step(step).returncode == 0
+    specs = node.file("/etc/gpu-cluster/jobs")  # as `gpu-cluster-jobs start` fetches it
+    specs.mkdir(parents=True, exist_ok=True)
+    (specs / "pretrain.json").write_text(job_spec())
+    node.file("/var/log/gpu-cluster/jobs").mkdir(parents=True, exist_ok=True)
+    run = subprocess.Popen(
+        ["bash", str(node.file("/usr/local/sbin/gpu-cluster-jobs")), "run", "pretrain"],
+        env=node.env,
+    )
+    try:
+        for _ in range(200):
+            if (node.harness / "torchrun-started").exists():
+                break
+            time.sleep(0.05)
+        run.send_signal(15)
+        assert run.wait(timeout=20) != 0
+    finally:
+        run.kill()
+    assert (node.harness / "torchrun-stopped").exists()
+    assert reports(node)[-1] == "stopped"
+    assert "[pretrain] saving on SIGTERM" in node.read("/var/log/gpu-cluster/jobs/pretrain.log")

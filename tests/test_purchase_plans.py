@@ -4,6 +4,7 @@ targets, allocation strategy and placement; switching needs only the option (and
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config
@@ -443,6 +444,14 @@ def test_the_group_scales_in_30_minutes_before_its_capacity_block_ends():
     warning = schedules["train-cost-expiry-warning"]
     assert warning["scheduleExpression"] == f"at({stop - timedelta(hours=1):%Y-%m-%dT%H:%M:%S})"
     assert "Capacity Block" in json.loads(warning["target"]["input"])["message"]
+    # the jobs get "checkpoint now" 15 minutes before the scale-in (45 before the block ends)
+    checkpoint = schedules["train-cost-expiry-checkpoint"]
+    at = stop - timedelta(minutes=15)
+    assert checkpoint["scheduleExpression"] == f"at({at:%Y-%m-%dT%H:%M:%S})"
+    (command,) = json.loads(checkpoint["target"]["input"])["Parameters"]["commands"]
+    notice = json.loads(shlex.split(command)[2])
+    assert notice["action"] == "stop" and "Capacity Block" in notice["reason"]
+    assert notice["time"] == f"{stop:%Y-%m-%dT%H:%M:%SZ}"
     # an earlier expiresAt stays the stop
     soon = (datetime.now(UTC) + timedelta(days=1)).replace(second=0, microsecond=0)
     config = {**train_with(**BLOCK), "gpu-cluster:expiresAt": f"{soon:%Y-%m-%dT%H:%M:%SZ}"}

@@ -22,26 +22,33 @@ JOBS="/gpu-cluster/$CLUSTER/jobs"
 SPECS="$ETC/jobs"
 
 spec_field() {  # spec_field FILE FIELD: one field of a job spec, shell-quoted lists joined
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "$ETC/cluster.env" <<'PY'
 import json, re, shlex, sys
 spec = json.load(open(sys.argv[1]))
 value = spec.get(sys.argv[2])
 if isinstance(value, list):
     print(" ".join(shlex.quote(str(v)) for v in value))
-elif isinstance(value, dict):  # environment: NAME=VALUE lines to eval, names checked
-    names = [k for k in sorted(value) if re.fullmatch("[A-Za-z_][A-Za-z0-9_]*", k)]
+elif isinstance(value, dict):  # environment to eval: never the node's own (infra/aws/jobs.py)
+    own = {line.split("=", 1)[0] for line in open(sys.argv[3]) if "=" in line}
+    own |= {"R", "ETC", "RUN", "STATE", "IMDS", "JOBS", "SPECS", "PROC", "STEP", "PATH", "HOME",
+            "USER", "LOGNAME", "SHELL", "IFS"}
+    def allowed(k):
+        return bool(re.fullmatch("[A-Z_][A-Z0-9_]*", k)) and k not in own and (
+            k == "GPUC_ALLOW_SLOW_NETWORK" or not k.startswith(("AWS_", "GPUC_", "TORCHELASTIC_")))
+    names = [k for k in sorted(value) if allowed(k)]
     print("\n".join(f"{k}={shlex.quote(str(value[k]))}" for k in names))
 else:
     print("" if value is None else value)
 PY
 }
 
-report() {  # report NAME STATE [DETAIL [RESTARTS]]: this node's state of a job
-  local id detail="${3:-}"
+report() {  # report NAME STATE [DETAIL [RESTARTS]]: this node's state of this run of a job
+  local id run detail="${3:-}"
   detail=${detail//\\/\\\\} && detail=${detail//\"/\\\"}  # a JSON string
   id=$(imds instance-id) || return 0
+  run=$(spec_field "$SPECS/$1.json" run 2>/dev/null)
   aws ssm put-parameter --region "$REGION" --name "$JOBS/$1/nodes/$id" --type String --overwrite \
-    --value "{\"state\": \"$2\", \"detail\": \"$detail\", \"restarts\": ${4:-0}, \"updated\": \"$(date -u +%FT%TZ)\"}" \
+    --value "{\"state\": \"$2\", \"detail\": \"$detail\", \"restarts\": ${4:-0}, \"run\": \"$run\", \"updated\": \"$(date -u +%FT%TZ)\"}" \
     >/dev/null || echo "gpu-cluster-jobs: could not report $1 $2" >&2
 }
 
@@ -107,8 +114,8 @@ watch_output() {  # watch_output NAME VERDICT
     }
     { print "[" job "] " $0; fflush() }
     rails > 0 && /NCCL INFO Using network Socket/ { slow("NCCL uses TCP sockets, not EFA") }
-    rails > 0 && /NET\/OFI Selected provider is / {
-      provider = $0; sub(/.*Selected provider is /, "", provider); sub(/,.*/, "", provider)
+    rails > 0 && /NET\/OFI Selected [Pp]rovider is / {
+      provider = $0; sub(/.*Selected [Pp]rovider is /, "", provider); sub(/[, ].*/, "", provider)
       found = $0; sub(/.*\(found /, "", found); sub(/ nics\).*/, "", found)
       if (provider !~ /^efa/) slow("libfabric provider " provider ", not efa")
       else if (found + 0 < rails + 0) slow("NCCL uses " found " of " rails " EFA interfaces")
@@ -187,9 +194,18 @@ case "${1:-}" in
       || log "NCCL_DEBUG=$NCCL_DEBUG: NCCL does not say which network it uses; not checked"
     verdict="$R$JOB_LOG_DIR/.$name.slow-network"
     rm -f "$verdict"
+    # the filter is this script's child (a process substitution on the command itself would
+    # be torchrun's), so its last lines are waited for; it ignores SIGTERM and ends with its
+    # input
+    exec {out}> >(trap '' TERM; watch_output "$name" "$verdict" >> "$R$JOB_LOG_DIR/$name.log")
+    watcher=$!
     GPUC_NNODES="1:${nodes:-1}" "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" \
-      "$@" > >(watch_output "$name" "$verdict" >> "$R$JOB_LOG_DIR/$name.log") 2>&1 &
+      "$@" >&"$out" 2>&1 &
     torchrun=$!
+    exec {out}>&-
+    # systemctl stop (KillMode=mixed: SIGTERM to this script only): torchrun stops its workers
+    stopping=""
+    trap 'stopping=1; kill -TERM "$torchrun" 2>/dev/null' TERM
     seen=0 tick=0
     while kill -0 "$torchrun" 2>/dev/null; do
       [ -s "$verdict" ] && { kill -TERM "$torchrun"; break; }
@@ -201,8 +217,10 @@ case "${1:-}" in
     done
     wait "$torchrun"
     status=$?
-    wait  # the output's last lines (bash >= 5.1 waits for the process substitution)
-    if [ -s "$verdict" ]; then
+    wait "$watcher"
+    if [ -n "$stopping" ]; then
+      report "$name" stopped "the node or the job's unit was stopped" "$seen"
+    elif [ -s "$verdict" ]; then
       report "$name" failed "slow network: $(cat "$verdict")" "$seen"
     elif [ "$status" -eq 0 ]; then
       report "$name" "done" "" "$seen"

@@ -35,63 +35,79 @@ list_nodes() {
   sort <<<"$rows" | awk 'NF == 3 {print NR-1 "\t" $3 "\t" $2}'
 }
 
+GROUP=$(own_group "$SELF") || give_up "could not read this node's group from EC2"
 desired_nodes() {  # the group's desired capacity; 1 for a node in no group
-  local group
-  group=$(own_group "$SELF") || return 1
-  if [ -z "$group" ]; then
+  if [ -z "$GROUP" ]; then
     echo 1
     return 0
   fi
   aws autoscaling describe-auto-scaling-groups --region "$REGION" \
-    --auto-scaling-group-names "$group" \
+    --auto-scaling-group-names "$GROUP" \
     --query 'AutoScalingGroups[0].DesiredCapacity' --output text
 }
+size_now() {  # NODE_COUNT from the group (it may change while the first boot waits)
+  local count
+  count=$(desired_nodes) || return 1
+  case $count in '' | *[!0-9]*) log "the group's size is '$count'"; return 1 ;; esac
+  NODE_COUNT=$count
+}
 
-NODE_COUNT=$(desired_nodes) || give_up "could not read the group's size from the Auto Scaling API"
-case $NODE_COUNT in '' | *[!0-9]*) give_up "the group's size is '$NODE_COUNT'" ;; esac
+size_now || give_up "could not read the group's size from the Auto Scaling API"
 ATTEMPTS=1
 WAIT_SECONDS=$(( ${GANG_TIMEOUT:-0} > 0 ? GANG_TIMEOUT : 900 ))
 [ "${1:-}" = "--wait" ] && [ ! -e "$ETC/torchrun.env" ] && ATTEMPTS=$(( WAIT_SECONDS / 5 + 1 ))
+DEADLINE=$(( SECONDS + WAIT_SECONDS ))
 exec 9>"$RUN/nodes.lock"
 flock -w 300 9 || give_up "another run holds $RUN/nodes.lock"
 listed() { awk -v self="$SELF" '$3 == self' <<<"$NODES" | grep -q .; }
 NODES=""
 for attempt in $(seq 1 "$ATTEMPTS"); do
+  [ "$attempt" -gt 1 ] && { size_now || true; }
+  last=$(( attempt == ATTEMPTS || SECONDS >= DEADLINE ))
   # while waiting, a failed listing is tried again; the last try must succeed
   if NODES=$(list_nodes); then
     listed && [ "$(grep -c . <<<"$NODES")" -ge "$NODE_COUNT" ] && break
-  elif [ "$attempt" -eq "$ATTEMPTS" ]; then
+  elif [ "$last" -eq 1 ]; then
     give_up "could not list the cluster's nodes from EC2"
   fi
-  [ "$attempt" -lt "$ATTEMPTS" ] && sleep "${GPUC_POLL_SECONDS:-5}"
+  [ "$last" -eq 1 ] && break
+  sleep "${GPUC_POLL_SECONDS:-5}"
 done
 listed || give_up "EC2 does not list this node ($SELF) yet"
-gang_stop() {  # gang_stop HAVE: scale the group to 0 and tell the alert topic why
-  local group zone failure outcome message topic
-  group=$(own_group "$SELF") && [ -n "$group" ] || return 0
+publish() {  # publish SUBJECT MESSAGE: to the stack's alert topic, when it has one
+  [ -n "$topic" ] || return 0
+  aws sns publish --region "$REGION" --topic-arn "$topic" --message "$2" \
+    --subject "gpu-cluster $CLUSTER: $1" >/dev/null
+}
+gang_stop() {  # gang_stop HAVE: tell the alert topic why, then scale the group to 0
+  local zone failure message
   zone=$(imds placement/availability-zone) || zone=unknown
-  failure=$(aws autoscaling describe-scaling-activities --region "$REGION" --max-items 20 \
-    --auto-scaling-group-name "$group" --output text \
+  # one page, newest first (with --max-items the text output adds a "None" for the token)
+  failure=$(aws autoscaling describe-scaling-activities --region "$REGION" --no-paginate \
+    --auto-scaling-group-name "$GROUP" --output text \
     --query 'Activities[?StatusCode==`Failed`]|[0].StatusMessage') || failure=""
   [ -n "$failure" ] && [ "$failure" != None ] || failure="none recorded"
-  outcome="scaled the group $group to 0"
-  aws autoscaling update-auto-scaling-group --region "$REGION" --auto-scaling-group-name \
-    "$group" --min-size 0 --desired-capacity 0 || outcome="could not scale $group to 0"
-  message="$1 of $NODE_COUNT nodes launched in $(( GANG_TIMEOUT / 60 )) min in $zone;"
-  message="$message $outcome. Last failed launch: $failure"
+  message="$1 of $NODE_COUNT nodes launched in $(( GANG_TIMEOUT / 60 )) min in $zone; scaling"
+  message="$message the group $GROUP to 0. Last failed launch: $failure. Start it again when"
+  message="$message there is capacity: gpuc resume --stack $STACK"
   log "$message"
-  topic=$(aws ssm get-parameter --region "$REGION" --name "/gpu-cluster/$CLUSTER/alerts-topic" \
-    --with-decryption --query Parameter.Value --output text) || return 0
-  message="$message. Start it again when there is capacity: gpuc resume --stack $STACK"
-  aws sns publish --region "$REGION" --topic-arn "$topic" --message "$message" \
-    --subject "gpu-cluster $CLUSTER: not all nodes launched; scaled to 0" >/dev/null
+  # the alert first: once the group is at 0 this node is being terminated
+  topic=$(aws ssm get-parameter --region "$REGION" --with-decryption --output text \
+    --name "/gpu-cluster/$CLUSTER/$STACK/alerts-topic" --query Parameter.Value) || topic=""
+  publish "not all nodes launched; scaling to 0" "$message"
+  if ! aws autoscaling update-auto-scaling-group --region "$REGION" --auto-scaling-group-name \
+    "$GROUP" --min-size 0 --desired-capacity 0; then
+    log "could not scale $GROUP to 0"
+    publish "could not scale a partial gang to 0" \
+      "Scaling $GROUP to 0 failed (the node's log says why); it keeps billing. $message"
+  fi
 }
 HAVE=$(grep -c . <<<"$NODES")
-if [ "$HAVE" -lt "$NODE_COUNT" ] && [ "$ATTEMPTS" -gt 1 ] && [ "${GANG_TIMEOUT:-0}" -gt 0 ]; then
-  if [ "$(awk '$1 == 0 {print $3}' <<<"$NODES")" = "$SELF" ]; then
-    gang_stop "$HAVE"
-    give_up "not all nodes launched: the group is scaled to 0"
-  fi
+if [ "$HAVE" -lt "$NODE_COUNT" ] && [ "$ATTEMPTS" -gt 1 ] && [ "${GANG_TIMEOUT:-0}" -gt 0 ] \
+  && [ -n "$GROUP" ] && size_now && [ "$HAVE" -lt "$NODE_COUNT" ] \
+  && [ "$(awk '$1 == 0 {print $3}' <<<"$NODES")" = "$SELF" ]; then
+  gang_stop "$HAVE"
+  give_up "not all nodes launched: the group is scaled to 0"
 fi
 NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' <<<"$NODES")
 MASTER_ADDR=$(awk '$1 == 0 {print $2}' <<<"$NODES")

@@ -16,7 +16,9 @@ if [ -r /etc/gpu-cluster/torchrun.env ]; then
 fi
 PROFILE
 # One unit per training job (gpu-cluster-jobs start NAME): the job user runs it, so it
-# outlives the SSM command that started it; torchrun restarts its workers itself.
+# outlives the SSM command that started it; torchrun restarts its workers itself. On stop,
+# SIGTERM goes to gpu-cluster-jobs alone (KillMode=mixed), which stops torchrun and its workers
+# in order and reports; whatever is left gets SIGKILL after TimeoutStopSec.
 cat > "$R/etc/systemd/system/gpu-cluster-job@.service" <<UNIT
 [Unit]
 Description=gpu-cluster job %i
@@ -26,6 +28,7 @@ Wants=network-online.target
 User=$JOB_USER
 ExecStart=/usr/local/sbin/gpu-cluster-jobs run %i
 KillSignal=SIGTERM
+KillMode=mixed
 TimeoutStopSec=120
 UNIT
 timer() {  # timer NAME DESCRIPTION EVERY AFTER COMMAND: a bounded oneshot service and its timer

@@ -18,11 +18,20 @@ import dataclasses
 import json
 import re
 import shlex
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from components.jobs import JOB_COMMAND, job_parameter, jobs_log_group, jobs_path
+from components.jobs import (
+    JOB_COMMAND,
+    JOB_ENV_ALLOWED,
+    NODE_ENV_NAMES,
+    NODE_ENV_PREFIXES,
+    job_parameter,
+    jobs_log_group,
+    jobs_path,
+)
 from infra.aws import call, paginate
 from infra.aws.status import Node, list_nodes
 from infra.errors import AwsError
@@ -52,6 +61,7 @@ class JobSpec:
     state: str = ACTIVE
     created: str = ""
     nodes: int = 0  # running nodes when it started (torchrun's --nnodes MIN:MAX takes 1:this)
+    run: str = ""  # this run's id: each node's report carries it (clocks may disagree)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -63,6 +73,7 @@ class JobSpec:
                 "state": self.state,
                 "created": self.created,
                 "nodes": self.nodes,
+                "run": self.run,
             },
             sort_keys=True,
         )
@@ -78,6 +89,7 @@ class JobSpec:
             state=data.get("state", ACTIVE),
             created=data.get("created", ""),
             nodes=int(data.get("nodes", 0)),
+            run=str(data.get("run", "")),
         )
 
 
@@ -280,6 +292,7 @@ def run_job(
         env=dict(env or {}),
         created=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         nodes=len(ids),
+        run=uuid.uuid4().hex[:12],
     )
     store_spec(
         ssm, cluster, key_alias, spec, Description=f"gpu-cluster job {name} of stack {stack}"
@@ -301,21 +314,31 @@ def run_job(
     return spec, ids, sent["Command"]["CommandId"]
 
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 # SSM Run Command invocation states that are final (ListCommandInvocations, Status)
-FINISHED = {"Success", "Failed", "TimedOut", "Cancelled", "Undeliverable", "Terminated"}
+# (Undeliverable, Terminated, DeliveryTimedOut, ... are StatusDetails under these)
+FINISHED = {"Success", "Failed", "TimedOut", "Cancelled"}
 START_WATCH_SECONDS = 30  # a job that fails at once fails inside this (torchrun's restarts)
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
-    """`--env KEY=VALUE` pairs; a bad one is a usage error naming it."""
+    """`--env NAME=VALUE` pairs; a bad one is a usage error naming it. The job's shell reads
+    them before it starts torchrun, so the node's own variables are refused."""
     env = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not ENV_NAME.match(name):
             raise JobError(
-                f"--env {pair!r}: give NAME=VALUE, NAME letters, digits and '_' not starting "
-                "with a digit (e.g. --env NCCL_DEBUG=WARN)",
+                f"--env {pair!r}: give NAME=VALUE, NAME upper-case letters, digits and '_' not "
+                "starting with a digit (e.g. --env NCCL_DEBUG=WARN)",
+                2,
+            )
+        if name not in JOB_ENV_ALLOWED and (
+            name in NODE_ENV_NAMES or name.startswith(NODE_ENV_PREFIXES)
+        ):
+            raise JobError(
+                f"--env {name}: the node sets {name} itself (its cluster settings, the AWS CLI, "
+                "gpu-cluster or torchrun); choose another name for your job's variable",
                 2,
             )
         env[name] = value
@@ -323,8 +346,11 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 
 
 def of_this_run(report: dict[str, Any], spec: JobSpec) -> bool:
-    """A node's report of this run of the job, not of an earlier run under the same name (both
-    times are RFC 3339 UTC to the second, so they compare as text)."""
+    """A node's report of this run of the job, not of an earlier run under the same name: it
+    carries the run's id (a spec from before run ids: the node's time against the spec's,
+    both RFC 3339 UTC to the second)."""
+    if spec.run:
+        return report.get("run") == spec.run
     return str(report.get("updated", "")) >= spec.created
 
 
