@@ -821,3 +821,15 @@ def test_stopping_the_unit_stops_torchrun_and_reports_stopped(make_node):
     assert (node.harness / "torchrun-stopped").exists()
     assert reports(node)[-1] == "stopped"
     assert "[pretrain] saving on SIGTERM" in node.read("/var/log/gpu-cluster/jobs/pretrain.log")
+
+
+def test_no_job_starts_without_a_node_list_and_systemd_tries_again(make_node):
+    """The first boot's wait for the gang ended without a node list (a partial gang stopped,
+    EC2 down): the step fails, so its unit runs again in two minutes, and nothing started."""
+    node = job_node(make_node)
+    node.file("/etc/gpu-cluster/health").write_text("ok\n")
+    node.file("/run/gpu-cluster").mkdir(parents=True, exist_ok=True)
+    node.file("/run/gpu-cluster/health-checked").write_text("")
+    done = node.step("gpu-cluster-jobs", "boot")
+    assert done.returncode == 1 and "no node list" in done.stderr
+    assert not (node.harness / "torchrun-args").exists() and reports(node) == []

@@ -156,7 +156,12 @@ case "${1:-}" in
         "started" >&2
       exit 0
     fi
-    for _ in $(seq 1 180); do [ -r "$ETC/torchrun.env" ] && break; sleep 10; done
+    # as long as the first boot's wait for the gang, and 15 minutes more
+    for _ in $(seq 1 $(( (${GANG_TIMEOUT:-0} > 900 ? GANG_TIMEOUT : 900) / 10 + 90 ))); do
+      [ -r "$ETC/torchrun.env" ] && break
+      sleep "${GPUC_POLL_SECONDS:-10}"
+    done
+    [ -r "$ETC/torchrun.env" ] || { log "no node list after the wait; no job started"; exit 1; }
     names=$(aws ssm get-parameters-by-path --region "$REGION" --path "$JOBS" --with-decryption \
       --query 'Parameters[].Name' --output text) || exit 1
     for parameter in $names; do
