@@ -83,13 +83,6 @@ training_workers() {
   done
 }
 
-# The job's output, each line prefixed with its name (`gpuc logs --job NAME` finds its lines in
-# the node's stream), and NCCL's choice of network checked as it is printed (NCCL_DEBUG=INFO):
-# "Using network Socket" (NVIDIA/nccl src/init.cc), a libfabric provider other than efa, or
-# fewer NICs than the node's EFA interfaces ("NET/OFI Selected provider is efa, fabric is ...
-# (found N nics)", aws-ofi-nccl src/nccl_ofi_net.cpp) stop the job unless
-# GPUC_ALLOW_SLOW_NETWORK=1: the reason goes to the file VERDICT, and `run` stops torchrun
-# (SIGTERM: it stops its workers).
 restarts() {  # restarts NAME: how often torchrun restarted the job's workers on this node
   local count
   count=$(grep -lzx "GPUC_JOB=$1" "$PROC"/[0-9]*/environ 2>/dev/null \
@@ -98,6 +91,13 @@ restarts() {  # restarts NAME: how often torchrun restarted the job's workers on
   echo "${count:-0}"
 }
 
+# The job's output, each line prefixed with its name (`gpuc logs --job NAME` finds its lines in
+# the node's stream), and NCCL's choice of network checked as it is printed (NCCL_DEBUG=INFO):
+# "Using network Socket" (NVIDIA/nccl src/init.cc), a libfabric provider other than efa, or
+# fewer NICs than the node's EFA interfaces ("NET/OFI Selected provider is efa, fabric is ...
+# (found N nics)", aws-ofi-nccl src/nccl_ofi_net.cpp) stop the job unless
+# GPUC_ALLOW_SLOW_NETWORK=1: the reason goes to the file VERDICT, and `run` stops torchrun
+# (SIGTERM: it stops its workers).
 watch_output() {  # watch_output NAME VERDICT
   local awk=(awk)  # mawk (Ubuntu's awk) reads a pipe in blocks unless interactive
   command -v mawk >/dev/null && awk=(mawk -W interactive)
