@@ -833,3 +833,23 @@ def test_no_job_starts_without_a_node_list_and_systemd_tries_again(make_node):
     done = node.step("gpu-cluster-jobs", "boot")
     assert done.returncode == 1 and "no node list" in done.stderr
     assert not (node.harness / "torchrun-args").exists() and reports(node) == []
+
+
+@mock_aws
+def test_gpuc_run_names_the_nodes_a_job_failed_on_while_the_others_run(capsys, monkeypatch):
+    from infra.aws import job_command
+
+    ours = nodes("train", 2)
+    cluster_key("train")
+    capture_sends(monkeypatch)
+    partial = StartCheck({}, {ours[0]: "exit 1"}, 2)
+    monkeypatch.setattr(job_command, "watch_start", lambda *_: partial)
+    assert cli.main(["run", "--stack", "train", "--", "python", "train.py"]) == 0
+    out, err = capsys.readouterr()
+    assert "started on 2 node(s)" in out
+    assert f"failed at once on some nodes:\n  {ours[0]}: exit 1" in err
+    assert "marked failed" not in err
+    stored = boto3.client("ssm", region_name=REGION).get_parameter(
+        Name=job_parameter("train", "train"), WithDecryption=True
+    )
+    assert json.loads(stored["Parameter"]["Value"])["state"] == "active"  # elastic: it runs on

@@ -56,7 +56,10 @@ def command_run(
         )  # fmt: skip
     except JobError as error:
         raise _failed(error) from error
+    check = None
     if watch_seconds > 0:
+        if not as_json:
+            print(f"watching the start for {watch_seconds:g} s (--watch 0 skips)", file=sys.stderr)
         check = watch_start(ssm, cluster, spec, command_id, nodes, watch_seconds)
         if check.all_failed(len(nodes)):
             # nothing half-started: no node that joins later starts a job that cannot run
@@ -79,24 +82,36 @@ def command_run(
         f"job '{name}' started on {len(nodes)} node(s) of stack '{stack}' ({', '.join(nodes)}); "
         f"SSM command {command_id}"
     )
+    if check is not None and (check.failed or check.not_started):
+        # some nodes failed at once, the others run on (elastic): say which
+        lines = [f"warning: job '{name}' failed at once on some nodes:", *failure_lines(check)]
+        lines.append(f"their output: gpuc logs --stack {stack} --job {name}")
+        print("\n".join(lines), file=sys.stderr)
     print(
         f"follow it: gpuc jobs --stack {stack}; stop it: gpuc cancel --stack {stack} --job {name}"
     )
     return OK
 
 
-def start_failure(stack: str, name: str, check: StartCheck) -> str:
-    """Why the job stopped on every node at once, node by node, and where to look."""
-    lines = [f"job '{name}' did not keep running on any node of stack '{stack}':"]
-    lines += [f"  {node}: could not start it: {why}" for node, why in check.not_started.items()]
+def failure_lines(check: StartCheck) -> list[str]:
+    """Each node the job could not start or failed on, and why."""
+    lines = [f"  {node}: could not start it: {why}" for node, why in check.not_started.items()]
     for node, detail in check.failed.items():
         why = slow_network_why(detail)
         lines.append(f"  {node}: {detail}" + (f" ({why})" if why else ""))
-    lines.append(
-        f"its output: gpuc logs --stack {stack} --job {name}; the job is marked failed (no "
-        "node starts it again); fix it and run it again under the same name"
+    return lines
+
+
+def start_failure(stack: str, name: str, check: StartCheck) -> str:
+    """Why the job stopped on every node at once, node by node, and where to look."""
+    return "\n".join(
+        [
+            f"job '{name}' did not keep running on any node of stack '{stack}':",
+            *failure_lines(check),
+            f"its output: gpuc logs --stack {stack} --job {name}; the job is marked failed (no "
+            "node starts it again); fix it and run it again under the same name",
+        ]
     )
-    return "\n".join(lines)
 
 
 def status_json(status: JobStatus) -> dict[str, Any]:
