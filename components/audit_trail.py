@@ -13,8 +13,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-
-from components.naming import child_name
+from gpu_cluster.components.naming import child_name
 
 TRAIL_PREFIX = "cloudtrail"
 

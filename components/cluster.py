@@ -7,31 +7,30 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-
-from components.ami import AmiChoice, resolve_ami
-from components.catalog import InstanceFacts
-from components.cidr import SubnetLayout
-from components.cost_controls import CostControls
-from components.datastore import DataStore, DataStoreArgs
-from components.jobs import (
+from gpu_cluster.components.ami import AmiChoice, resolve_ami
+from gpu_cluster.components.catalog import InstanceFacts
+from gpu_cluster.components.cidr import SubnetLayout
+from gpu_cluster.components.cost_controls import CostControls
+from gpu_cluster.components.datastore import DataStore, DataStoreArgs
+from gpu_cluster.components.jobs import (
     JOB_LOG_RETENTION_DAYS,
     alerts_topic_parameter,
     jobs_log_group,
     jobs_path,
 )
-from components.launch_template import RootVolume
-from components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
-from components.naming import CLUSTER_TAG, STACK_TAG, child_name
-from components.network import ClusterNetwork, ClusterNetworkArgs
-from components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
-from components.node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.policies import gang_stop_policy, log_group_writer_policy
-from components.purchase import OnDemand, Purchase, Spot, is_single_instance
-from components.secrets import secrets_path, store_secrets
-from components.security import ClusterSecurity, ClusterSecurityArgs
-from components.stack_cost_controls import CostControlArgs, StackCostControls
-from components.topology import has_nvswitch, has_row_remapping, nvswitch_pci_id
-from components.user_data import (
+from gpu_cluster.components.launch_template import RootVolume
+from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
+from gpu_cluster.components.naming import CLUSTER_TAG, STACK_TAG, child_name
+from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs
+from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
+from gpu_cluster.components.node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpu_cluster.components.policies import gang_stop_policy, log_group_writer_policy
+from gpu_cluster.components.purchase import OnDemand, Purchase, Spot, is_single_instance
+from gpu_cluster.components.secrets import secrets_path, store_secrets
+from gpu_cluster.components.security import ClusterSecurity, ClusterSecurityArgs
+from gpu_cluster.components.stack_cost_controls import CostControlArgs, StackCostControls
+from gpu_cluster.components.topology import has_nvswitch, has_row_remapping, nvswitch_pci_id
+from gpu_cluster.components.user_data import (
     ALLREDUCE_BENCH_PATH,
     JOB_USER,
     BootConfig,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from components.naming import STACK_TAG
+from gpu_cluster.components.naming import STACK_TAG
 
 METRIC_NAMESPACE = "gpu-cluster"
 GPU_METRIC = "nvidia_smi_utilization_gpu"

@@ -6,11 +6,10 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-
-from components.audit_trail import TrailSettings, trail_arn, trail_name
-from components.datastore import DataStore, DataStoreArgs
-from components.kms import create_cluster_key
-from components.naming import child_name
+from gpu_cluster.components.audit_trail import TrailSettings, trail_arn, trail_name
+from gpu_cluster.components.datastore import DataStore, DataStoreArgs
+from gpu_cluster.components.kms import create_cluster_key
+from gpu_cluster.components.naming import child_name
 
 
 @dataclass

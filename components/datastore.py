@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-
-from components.audit_trail import TRAIL_PREFIX, TrailSettings, create_trail
-from components.naming import child_name
-from components.policies import (
+from gpu_cluster.components.audit_trail import TRAIL_PREFIX, TrailSettings, create_trail
+from gpu_cluster.components.naming import child_name
+from gpu_cluster.components.policies import (
     ACCESS_LOG_PREFIX,
     access_log_bucket_policy,
     tls_only_bucket_policy,

@@ -21,21 +21,20 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-
-from components.catalog import InstanceFacts
-from components.cost_controls import GPU_METRIC, METRIC_NAMESPACE
-from components.datastore import log_bucket
-from components.launch_template import (
+from gpu_cluster.components.catalog import InstanceFacts
+from gpu_cluster.components.cost_controls import GPU_METRIC, METRIC_NAMESPACE
+from gpu_cluster.components.datastore import log_bucket
+from gpu_cluster.components.launch_template import (
     RootVolume,
     encoded_user_data,
     metadata_options,
     root_block_device,
     tag_specifications,
 )
-from components.naming import child_name
-from components.policies import tls_only_bucket_policy
-from components.purchase import OnDemand, Purchase, Spot, mixed_instances_policy
-from components.serving_config import ServingConfig
+from gpu_cluster.components.naming import child_name
+from gpu_cluster.components.policies import tls_only_bucket_policy
+from gpu_cluster.components.purchase import OnDemand, Purchase, Spot, mixed_instances_policy
+from gpu_cluster.components.serving_config import ServingConfig
 
 LIFECYCLE_HOOK = "model-loaded"
 LOG_PREFIX = "alb"

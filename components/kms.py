@@ -6,9 +6,8 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-
-from components.naming import child_name, unique_name
-from components.policies import kms_key_policy
+from gpu_cluster.components.naming import child_name, unique_name
+from gpu_cluster.components.policies import kms_key_policy
 
 KEY_DELETION_WINDOW_DAYS = 30
 

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-
-from components.nic_layout import NicSlot
-from components.user_data import user_data_payload
+from gpu_cluster.components.nic_layout import NicSlot
+from gpu_cluster.components.user_data import user_data_payload
 
 # IMDS answers the node itself (and host-network containers, the usual NCCL/EFA set-up); one
 # more hop only when the user says containers run on a bridge network.

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-
-from components.naming import child_name
-from components.policies import NODE_WRITE_PREFIXES
+from gpu_cluster.components.naming import child_name
+from gpu_cluster.components.policies import NODE_WRITE_PREFIXES
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 LUSTRE_VERSION = "2.15"

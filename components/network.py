@@ -8,10 +8,9 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-
-from components.cidr import SubnetLayout, interface_endpoints
-from components.naming import child_name, unique_name
-from components.policies import assume_role_policy, flow_logs_delivery_policy
+from gpu_cluster.components.cidr import SubnetLayout, interface_endpoints
+from gpu_cluster.components.naming import child_name, unique_name
+from gpu_cluster.components.policies import assume_role_policy, flow_logs_delivery_policy
 
 FLOW_LOG_RETENTION_DAYS = 365
 

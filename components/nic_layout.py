@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.catalog import InstanceFacts
+from gpu_cluster.components.catalog import InstanceFacts
 
 ENA = "interface"
 EFA_ONLY = "efa-only"

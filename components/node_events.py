@@ -8,8 +8,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-
-from components.naming import child_name, unique_name
+from gpu_cluster.components.naming import child_name, unique_name
 
 LOG_RETENTION_DAYS = 365
 GROUP_EVENTS = (

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-
-from components.catalog import InstanceFacts
-from components.launch_template import (
+from gpu_cluster.components.catalog import InstanceFacts
+from gpu_cluster.components.launch_template import (
     RootVolume,
     encoded_user_data,
     metadata_options,
@@ -38,10 +37,10 @@ from components.launch_template import (
     tag_specifications,
     template_tags,
 )
-from components.naming import child_name, node_name
-from components.nic_layout import nic_layout
-from components.node_events import record_node_events
-from components.purchase import (
+from gpu_cluster.components.naming import child_name, node_name
+from gpu_cluster.components.nic_layout import nic_layout
+from gpu_cluster.components.node_events import record_node_events
+from gpu_cluster.components.purchase import (
     CapacityReservation,
     OnDemand,
     Purchase,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.naming import HEALTH_TAG, STACK_TAG
+from gpu_cluster.components.naming import HEALTH_TAG, STACK_TAG
 
 SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
 MIN_TLS_VERSION = "1.2"

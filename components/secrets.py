@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
-
-from components.naming import child_name
+from gpu_cluster.components.naming import child_name
 
 
 def secrets_path(cluster: str) -> str:

@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 import pulumiverse_time
-
-from components.kms import create_cluster_key
-from components.naming import child_name, unique_name
-from components.policies import SSM_MANAGED_POLICY, ec2_assume_role_policy, node_access_policy
-from components.secrets import secrets_path_arn
+from gpu_cluster.components.kms import create_cluster_key
+from gpu_cluster.components.naming import child_name, unique_name
+from gpu_cluster.components.policies import (
+    SSM_MANAGED_POLICY,
+    ec2_assume_role_policy,
+    node_access_policy,
+)
+from gpu_cluster.components.secrets import secrets_path_arn
 
 
 @dataclass

@@ -10,22 +10,21 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-
-from components.ami import AmiChoice, resolve_ami
-from components.catalog import InstanceFacts
-from components.cidr import SubnetLayout, service_zone_subnets
-from components.cluster import StorageArgs
-from components.cost_controls import CostControls
-from components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService
-from components.launch_template import RootVolume
-from components.naming import CLUSTER_TAG, bounded_name, child_name, unique_name
-from components.network import ClusterNetwork, ClusterNetworkArgs
-from components.policies import log_group_writer_policy
-from components.purchase import OnDemand, Purchase
-from components.security import ClusterSecurity, ClusterSecurityArgs
-from components.serving_config import ServingConfig
-from components.stack_cost_controls import CostControlArgs, StackCostControls
-from components.user_data import ServingBoot, render_serving_user_data
+from gpu_cluster.components.ami import AmiChoice, resolve_ami
+from gpu_cluster.components.catalog import InstanceFacts
+from gpu_cluster.components.cidr import SubnetLayout, service_zone_subnets
+from gpu_cluster.components.cluster import StorageArgs
+from gpu_cluster.components.cost_controls import CostControls
+from gpu_cluster.components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService
+from gpu_cluster.components.launch_template import RootVolume
+from gpu_cluster.components.naming import CLUSTER_TAG, bounded_name, child_name, unique_name
+from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs
+from gpu_cluster.components.policies import log_group_writer_policy
+from gpu_cluster.components.purchase import OnDemand, Purchase
+from gpu_cluster.components.security import ClusterSecurity, ClusterSecurityArgs
+from gpu_cluster.components.serving_config import ServingConfig
+from gpu_cluster.components.stack_cost_controls import CostControlArgs, StackCostControls
+from gpu_cluster.components.user_data import ServingBoot, render_serving_user_data
 
 TRITON_METRICS_PORT = 8002
 

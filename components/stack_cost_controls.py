@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-
-from components.cost_controls import (
+from gpu_cluster.components.cost_controls import (
     CHECKPOINT_BEFORE_STOP,
     GPU_METRIC,
     METRIC_NAMESPACE,
@@ -29,9 +28,9 @@ from components.cost_controls import (
     start_target,
     stop_target,
 )
-from components.jobs import JOB_COMMAND
-from components.naming import child_name
-from components.policies import assume_role_policy
+from gpu_cluster.components.jobs import JOB_COMMAND
+from gpu_cluster.components.naming import child_name
+from gpu_cluster.components.policies import assume_role_policy
 
 
 @dataclass

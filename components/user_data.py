@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from components.aws_limits import user_data_text
-from components.jobs import JOB_LOG_DIR
-from components.naming import CLUSTER_TAG
+from gpu_cluster.components.aws_limits import user_data_text
+from gpu_cluster.components.jobs import JOB_LOG_DIR
+from gpu_cluster.components.naming import CLUSTER_TAG
 
 BOOT_DIR = Path(__file__).parent / "boot"
 SCRATCH_MOUNT = "/mnt/nvme"

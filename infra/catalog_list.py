@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.catalog import Catalog
-from infra.cost.gpu_prices import PriceTable
-from infra.cost.node_price import cheapest_spot_zone
-from infra.outcome import INPUT, CommandError
-from infra.suggest import suggest
+from gpu_cluster.components.catalog import Catalog
+from gpu_cluster.infra.cost.gpu_prices import PriceTable
+from gpu_cluster.infra.cost.node_price import cheapest_spot_zone
+from gpu_cluster.infra.outcome import INPUT, CommandError
+from gpu_cluster.infra.suggest import suggest
 
 
 def cheapest_price(

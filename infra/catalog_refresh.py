@@ -9,9 +9,13 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
-
-from components.catalog import CATALOG_PATH, Catalog, facts_from_describe, is_nvidia_gpu_item
-from infra.aws import AwsError, client, paginate
+from gpu_cluster.components.catalog import (
+    CATALOG_PATH,
+    Catalog,
+    facts_from_describe,
+    is_nvidia_gpu_item,
+)
+from gpu_cluster.infra.aws import AwsError, client, paginate
 
 DEFAULT_REGIONS = (
     "us-east-1",

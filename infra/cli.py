@@ -10,16 +10,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from infra.outcome import AWS, INPUT, OK, USAGE, CommandError, from_exception, report
-from infra.overrides import add_override_options
+from gpu_cluster.infra.outcome import AWS, INPUT, OK, USAGE, CommandError, from_exception, report
+from gpu_cluster.infra.overrides import add_override_options
 
 EXIT_CONFIG = INPUT  # kept for callers of the old name
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from infra.overrides import stack_config
-    from infra.plan.engine import run_plan
-    from infra.plan.render import preview_json, text_tree
+    from gpu_cluster.infra.overrides import stack_config
+    from gpu_cluster.infra.plan.engine import run_plan
+    from gpu_cluster.infra.plan.render import preview_json, text_tree
 
     plan = run_plan(args.stack, stack_config(args.stack, args.overrides), preview=True)
     if plan.error is not None:
@@ -33,7 +33,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from infra.diff.command import run_diff
+    from gpu_cluster.infra.diff.command import run_diff
 
     return run_diff(args.stacks, args.stack, args.saved, args.overrides, args.json)
 
@@ -46,7 +46,7 @@ def job_target(stack: str, region: str | None) -> tuple[str, str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from infra.aws.job_command import command_run
+    from gpu_cluster.infra.aws.job_command import command_run
 
     cluster, region = job_target(args.stack, args.region)
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
@@ -76,42 +76,42 @@ def default_job_name(command: list[str]) -> str:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from infra.aws.job_command import command_jobs
+    from gpu_cluster.infra.aws.job_command import command_jobs
 
     cluster, region = job_target(args.stack, args.region)
     return command_jobs(cluster, region, args.stack, args.json)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from infra.aws.job_command import command_logs
+    from gpu_cluster.infra.aws.job_command import command_logs
 
     cluster, region = job_target(args.stack, args.region)
     return command_logs(cluster, region, args.job, args.node, args.follow, args.json)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from infra.aws.job_command import command_cancel
+    from gpu_cluster.infra.aws.job_command import command_cancel
 
     cluster, region = job_target(args.stack, args.region)
     return command_cancel(args.stack, cluster, region, args.job)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from infra.aws.resume import run_resume
+    from gpu_cluster.infra.aws.resume import run_resume
 
     return run_resume(args.stack)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from infra.audit.command import run_audit
+    from gpu_cluster.infra.audit.command import run_audit
 
     return run_audit(args.stack, args.json, args.overrides)
 
 
 def cmd_catalog_list(args: argparse.Namespace) -> int:
-    from components.catalog import load_catalog
-    from infra.catalog_list import catalog_rows, catalog_text
-    from infra.cost.gpu_prices import price_table
+    from gpu_cluster.components.catalog import load_catalog
+    from gpu_cluster.infra.catalog_list import catalog_rows, catalog_text
+    from gpu_cluster.infra.cost.gpu_prices import price_table
 
     rows = catalog_rows(
         load_catalog(), price_table(), args.region, args.gpu, args.min_gpus, args.offered
@@ -121,8 +121,13 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog_refresh(args: argparse.Namespace) -> int:
-    from components.catalog import CATALOG_PATH, Catalog
-    from infra.catalog_refresh import DEFAULT_REGIONS, fetch_catalog, merged_catalog, write_catalog
+    from gpu_cluster.components.catalog import CATALOG_PATH, Catalog
+    from gpu_cluster.infra.catalog_refresh import (
+        DEFAULT_REGIONS,
+        fetch_catalog,
+        merged_catalog,
+        write_catalog,
+    )
 
     path = args.output or CATALOG_PATH
     fresh = fetch_catalog(args.region or DEFAULT_REGIONS)
@@ -140,9 +145,9 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from infra.aws.preflight import FAIL, Clients, run_data_preflight, run_preflight
-    from infra.outcome import load_stack_spec
-    from infra.validation import ResolvedCluster, ResolvedData
+    from gpu_cluster.infra.aws.preflight import FAIL, Clients, run_data_preflight, run_preflight
+    from gpu_cluster.infra.outcome import load_stack_spec
+    from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 
     spec = load_stack_spec(args.stack)
     if isinstance(spec, ResolvedData):  # the storage stack: its credentials and bucket name
@@ -185,7 +190,7 @@ SWEPT_SERVICES = (
 def stack_settings(stack: str | None) -> dict[str, str] | None:
     """The stack file's settings ({} without a stack), or None when its file is gone (a
     destroyed stack's may be)."""
-    from infra.stack_files import StackFileError, load_stack_config
+    from gpu_cluster.infra.stack_files import StackFileError, load_stack_config
 
     try:
         return load_stack_config(stack) if stack else {}
@@ -209,9 +214,9 @@ def stack_region(
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from infra.aws import client
-    from infra.aws.status import list_nodes, orphans
-    from infra.stack_files import available_stacks, project_root
+    from gpu_cluster.infra.aws import client
+    from gpu_cluster.infra.aws.status import list_nodes, orphans
+    from gpu_cluster.infra.stack_files import available_stacks, project_root
 
     args.region = stack_region(args.stack, args.region)
     nodes = list_nodes(client("ec2", args.region), args.region)
@@ -244,10 +249,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from infra.aws import client
-    from infra.aws.sweep import Sweeper
-    from infra.cost.unit_prices import hours_per_month
-    from infra.outcome import USAGE
+    from gpu_cluster.infra.aws import client
+    from gpu_cluster.infra.aws.sweep import Sweeper
+    from gpu_cluster.infra.cost.unit_prices import hours_per_month
+    from gpu_cluster.infra.outcome import USAGE
 
     settings = stack_settings(args.stack)
     args.region = stack_region(args.stack, args.region, settings)
@@ -315,10 +320,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
-    from infra.cost.model import estimate_cluster, estimate_data, estimate_serving, scheduled_usage
-    from infra.outcome import load_stack_spec
-    from infra.stack_files import available_stacks, project_root
-    from infra.validation import ResolvedCluster
+    from gpu_cluster.infra.cost.model import (
+        estimate_cluster,
+        estimate_data,
+        estimate_serving,
+        scheduled_usage,
+    )
+    from gpu_cluster.infra.outcome import load_stack_spec
+    from gpu_cluster.infra.stack_files import available_stacks, project_root
+    from gpu_cluster.infra.validation import ResolvedCluster
 
     rows = []
     for stack in available_stacks(project_root()):
@@ -384,8 +394,8 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    from infra.cost.command import run_cost
-    from infra.cost.model import DAYS_PER_MONTH, Usage
+    from gpu_cluster.infra.cost.command import run_cost
+    from gpu_cluster.infra.cost.model import DAYS_PER_MONTH, Usage
 
     usage = Usage(
         hours_per_day=24.0 if args.hours_per_day is None else args.hours_per_day,
@@ -406,22 +416,22 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_block_offerings(args: argparse.Namespace) -> int:
-    from infra.aws.block_command import run_offerings
+    from gpu_cluster.infra.aws.block_command import run_offerings
 
     return run_offerings(args.stack, args.hours, args.start)
 
 
 def cmd_block_purchase(args: argparse.Namespace) -> int:
-    from infra.aws.block_command import run_purchase
+    from gpu_cluster.infra.aws.block_command import run_purchase
 
     return run_purchase(args.offering_id, args.region, args.yes)
 
 
 def cmd_prices_refresh(args: argparse.Namespace) -> int:
-    from infra.aws.price_refresh import fetch_prices, merged_price_rows, write_prices
-    from infra.catalog_refresh import DEFAULT_REGIONS
-    from infra.cost.gpu_prices import META_PATH, PRICES_PATH
-    from infra.errors import AwsError
+    from gpu_cluster.infra.aws.price_refresh import fetch_prices, merged_price_rows, write_prices
+    from gpu_cluster.infra.catalog_refresh import DEFAULT_REGIONS
+    from gpu_cluster.infra.cost.gpu_prices import META_PATH, PRICES_PATH
+    from gpu_cluster.infra.errors import AwsError
 
     regions = args.region or list(DEFAULT_REGIONS)
     try:
@@ -439,8 +449,8 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from infra.estimate.command import run_estimate
-    from infra.estimate.model import Workload, throughput
+    from gpu_cluster.infra.estimate.command import run_estimate
+    from gpu_cluster.infra.estimate.model import Workload, throughput
 
     defaults = throughput()["defaults"]
     work = Workload(

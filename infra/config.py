@@ -8,14 +8,13 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 import pulumi
+from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
+from gpu_cluster.infra.examples import whole_number_example
+from gpu_cluster.infra.namespaces import namespace_problems
+from gpu_cluster.infra.secrets_config import secret_names
+from gpu_cluster.infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
+from gpu_cluster.infra.suggest import closest, suggest
 from pydantic import BaseModel, ValidationError
-
-from infra.errors import NOT_SET, ConfigError, Problem
-from infra.examples import whole_number_example
-from infra.namespaces import namespace_problems
-from infra.secrets_config import secret_names
-from infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
-from infra.suggest import closest, suggest
 
 REGION_KEY = "aws:region"
 NESTED_KEYS: dict[str, frozenset[str]] = {
@@ -308,7 +307,7 @@ def _is_about(problem: Problem, keys: set[str]) -> bool:
 
 def local_stacks() -> list[str]:
     """The stack files next to the project (none when run outside a checkout)."""
-    from infra.stack_files import StackFileError, available_stacks, project_root
+    from gpu_cluster.infra.stack_files import StackFileError, available_stacks, project_root
 
     try:
         return available_stacks(project_root())
@@ -318,7 +317,7 @@ def local_stacks() -> list[str]:
 
 def load_spec(config: Mapping[str, str], stack: str):
     """Shape checks, then meaning checks; every problem is raised at once as a ConfigError."""
-    from infra.validation import resolve
+    from gpu_cluster.infra.validation import resolve
 
     spec, problems, dropped = parse_spec(config)
     # without a role, or with the inference settings dropped for a mistake, meaning checks

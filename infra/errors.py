@@ -41,9 +41,9 @@ def yaml_fix(fix: str, config: dict[str, str] | None = None) -> str | None:
     """The stack-file form of a `pulumi config set/rm` fix (the offline user has no CLI): with
     the stack's config, each changed key's whole new value (a mapping with its other fields
     kept), one line per key; `delete <key>` for a key the fix removes."""
-    from infra.fixes import actionable, apply_fix, commands
-    from infra.overrides import typed
-    from infra.pulumi_yaml import flow, top_level
+    from gpu_cluster.infra.fixes import actionable, apply_fix, commands
+    from gpu_cluster.infra.overrides import typed
+    from gpu_cluster.infra.pulumi_yaml import flow, top_level
 
     if config is not None and actionable(fix):
         try:

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from infra.overrides import apply_overrides, config_key, parse_path
+from gpu_cluster.infra.overrides import apply_overrides, config_key, parse_path
 
 COMMAND = re.compile(
     r"pulumi config (?P<verb>set|rm)(?P<flags>(?: --(?:path|secret|plaintext))*) "

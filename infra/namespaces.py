@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from infra.errors import Problem
-from infra.spec import PROJECT
-from infra.suggest import closest, suggest
+from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.spec import PROJECT
+from gpu_cluster.infra.suggest import closest, suggest
 
 AWS = "aws"
 

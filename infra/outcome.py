@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from infra.errors import AwsError, ConfigError
+from gpu_cluster.infra.errors import AwsError, ConfigError
 
 OK = 0
 INTERNAL = 1  # a bug in gpuc: the message asks for a report
@@ -27,7 +27,7 @@ class CommandError(Exception):
 
 def from_exception(error: Exception) -> CommandError:
     """The CommandError a known failure stands for; anything else is INTERNAL."""
-    from infra.stack_files import StackFileError
+    from gpu_cluster.infra.stack_files import StackFileError
 
     if isinstance(error, CommandError):
         return error
@@ -70,8 +70,8 @@ def report(error: CommandError, as_json: bool, out: TextIO | None = None) -> int
 def load_stack_spec(stack: str, overrides: Sequence[tuple[str, str]] = ()):
     """The stack's resolved spec (with --set/--set-path overrides), or a CommandError (INPUT)
     saying what is wrong."""
-    from infra.config import load_spec
-    from infra.overrides import stack_config
+    from gpu_cluster.infra.config import load_spec
+    from gpu_cluster.infra.overrides import stack_config
 
     try:
         return load_spec(stack_config(stack, overrides), stack)
@@ -80,7 +80,7 @@ def load_stack_spec(stack: str, overrides: Sequence[tuple[str, str]] = ()):
 
 
 def load_cluster_spec(stack: str, overrides: Sequence[tuple[str, str]] = ()):
-    from infra.validation import ResolvedCluster
+    from gpu_cluster.infra.validation import ResolvedCluster
 
     spec = load_stack_spec(stack, overrides)
     if not isinstance(spec, ResolvedCluster):

@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from infra.outcome import USAGE, CommandError
-from infra.spec import PROJECT
+from gpu_cluster.infra.outcome import USAGE, CommandError
+from gpu_cluster.infra.spec import PROJECT
 
 SEGMENT = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
 INTEGER = re.compile(r"^[-+]?[0-9]+$")
@@ -167,6 +167,6 @@ def add_override_options(parser: argparse.ArgumentParser) -> None:
 
 def stack_config(stack: str, overrides: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
     """The stack file's config with the command line's overrides applied."""
-    from infra import stack_files
+    from gpu_cluster.infra import stack_files
 
     return apply_overrides(stack_files.load_stack_config(stack), overrides)

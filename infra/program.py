@@ -9,25 +9,34 @@ from datetime import UTC
 
 import pulumi
 import pulumi_aws as aws
-
-from components.catalog import load_catalog
-from components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
-from components.data_vault import DataVault, DataVaultArgs
-from components.launch_template import RootVolume
-from components.lustre import LustreSize
-from components.naming import cluster_tags, default_bucket_name
-from components.purchase import BLOCK_END_MARGIN, CapacityBlock, CapacityReservation, Spot
-from components.quotas import quotas_needed
-from components.serving_stack import ServingStack, ServingStackArgs
-from components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
-from infra.config import load_from_pulumi
-from infra.cost.model import estimate_cluster, estimate_serving, is_gpu_line, scheduled_usage
-from infra.errors import AwsError, ConfigError, Problem
-from infra.facts import NOT_FOUND_CODES, ReservationFacts
-from infra.secrets_config import secret_value
-from infra.spec import DEFAULT_DATA_STACK, PROJECT
-from infra.validation import ResolvedCluster, ResolvedData
-from infra.validation.purchase import check_live_reservation
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
+from gpu_cluster.components.data_vault import DataVault, DataVaultArgs
+from gpu_cluster.components.launch_template import RootVolume
+from gpu_cluster.components.lustre import LustreSize
+from gpu_cluster.components.naming import cluster_tags, default_bucket_name
+from gpu_cluster.components.purchase import (
+    BLOCK_END_MARGIN,
+    CapacityBlock,
+    CapacityReservation,
+    Spot,
+)
+from gpu_cluster.components.quotas import quotas_needed
+from gpu_cluster.components.serving_stack import ServingStack, ServingStackArgs
+from gpu_cluster.components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
+from gpu_cluster.infra.config import load_from_pulumi
+from gpu_cluster.infra.cost.model import (
+    estimate_cluster,
+    estimate_serving,
+    is_gpu_line,
+    scheduled_usage,
+)
+from gpu_cluster.infra.errors import AwsError, ConfigError, Problem
+from gpu_cluster.infra.facts import NOT_FOUND_CODES, ReservationFacts
+from gpu_cluster.infra.secrets_config import secret_value
+from gpu_cluster.infra.spec import DEFAULT_DATA_STACK, PROJECT
+from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
+from gpu_cluster.infra.validation.purchase import check_live_reservation
 
 
 def data_bucket_name(
@@ -305,7 +314,9 @@ ReservationLookup = Callable[[str, str], ReservationFacts]
 
 
 def describe_live(reservation_id: str, region: str) -> ReservationFacts:
-    from infra.aws.reservations import describe_reservation  # boto3 only when it is needed
+    from gpu_cluster.infra.aws.reservations import (
+        describe_reservation,  # boto3 only when it is needed
+    )
 
     return describe_reservation(reservation_id, region)
 

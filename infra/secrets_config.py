@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_cluster.components.naming import SECRET_NAME
+from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.spec import PROJECT
 from pulumi.runtime.config import is_config_secret
-
-from components.naming import SECRET_NAME
-from infra.errors import Problem
-from infra.spec import PROJECT
 
 KEY = f"{PROJECT}:secrets"
 HIDDEN = "(a secret value, not shown)"

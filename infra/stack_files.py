@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from infra import pulumi_yaml
-from infra.suggest import suggest
+from gpu_cluster.infra import pulumi_yaml
+from gpu_cluster.infra.suggest import suggest
 
 PROJECT_FILE = "Pulumi.yaml"
 

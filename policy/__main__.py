@@ -7,9 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gpu_cluster.policy.crossguard import policies
 from pulumi_policy import EnforcementLevel, PolicyPack
-
-from policy.crossguard import policies
 
 PolicyPack(
     name="gpu-cluster-security",

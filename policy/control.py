@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policy.resources import Res, Stack
+from gpu_cluster.policy.resources import Res, Stack
 
 # A check returns the problems of one resource ([] when it complies), or None when the
 # control does not apply to this particular resource of a listed type.

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_cluster.policy.control import Control
+from gpu_cluster.policy.pack import CONTROLS, problems
+from gpu_cluster.policy.resources import Res, Stack
+from gpu_cluster.policy.suppressions import suppressed
 from pulumi_policy import (
     PolicyComplianceFramework,
     ReportViolation,
@@ -18,11 +22,6 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-
-from policy.control import Control
-from policy.pack import CONTROLS, problems
-from policy.resources import Res, Stack
-from policy.suppressions import suppressed
 
 FSBP = "aws-foundational-security-best-practices"
 

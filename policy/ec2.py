@@ -8,9 +8,9 @@ import binascii
 import gzip
 import re
 
-from policy import aws_types as t
-from policy.control import control
-from policy.resources import Res, Stack, as_list, has_efa, truthy
+from gpu_cluster.policy import aws_types as t
+from gpu_cluster.policy.control import control
+from gpu_cluster.policy.resources import Res, Stack, as_list, has_efa, truthy
 
 NODES = (t.INSTANCE, t.LAUNCH_TEMPLATE)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policy import aws_types as t
-from policy.control import control
-from policy.resources import Res, Stack, as_list, statements
+from gpu_cluster.policy import aws_types as t
+from gpu_cluster.policy.control import control
+from gpu_cluster.policy.resources import Res, Stack, as_list, statements
 
 DECRYPT_ACTIONS = ("kms:decrypt", "kms:reencryptfrom")
 SSM_CORE = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from policy import aws_types as t
-from policy.control import control
-from policy.resources import WORLD, Res, Stack, as_list
+from gpu_cluster.policy import aws_types as t
+from gpu_cluster.policy.control import control
+from gpu_cluster.policy.resources import WORLD, Res, Stack, as_list
 
 # EC2.19's list of high-risk ports (Security Hub, "Security groups should not allow
 # unrestricted access to ports with high risk").

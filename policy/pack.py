@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from policy import ec2, identity, network, records, s3, service
-from policy.control import Control
-from policy.resources import Res, Stack
-from policy.suppressions import suppressed
+from gpu_cluster.policy import ec2, identity, network, records, s3, service
+from gpu_cluster.policy.control import Control
+from gpu_cluster.policy.resources import Res, Stack
+from gpu_cluster.policy.suppressions import suppressed
 
 CONTROLS: tuple[Control, ...] = (
     *ec2.CONTROLS,

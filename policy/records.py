@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from policy import aws_types as t
-from policy.control import control
-from policy.resources import Res, Stack, as_list, truthy
+from gpu_cluster.policy import aws_types as t
+from gpu_cluster.policy.control import control
+from gpu_cluster.policy.resources import Res, Stack, as_list, truthy
 
 # CloudWatch.16's default minRetentionTime (Security Hub control parameters).
 MINIMUM_LOG_RETENTION_DAYS = 365

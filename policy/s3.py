@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from policy import aws_types as t
-from policy.control import control
-from policy.resources import Res, Stack, as_list, statements
+from gpu_cluster.policy import aws_types as t
+from gpu_cluster.policy.control import control
+from gpu_cluster.policy.resources import Res, Stack, as_list, statements
 
 MINIMUM_TLS = 1.2
 PUBLIC_ACCESS_FLAGS = (

@@ -3,9 +3,9 @@ Parameter Store, stateful resources that outlive `pulumi destroy`."""
 
 from __future__ import annotations
 
-from policy import aws_types as t
-from policy.control import control
-from policy.resources import Res, Stack, as_list
+from gpu_cluster.policy import aws_types as t
+from gpu_cluster.policy.control import control
+from gpu_cluster.policy.resources import Res, Stack, as_list
 
 # ELB.17's sslPolicies (Security Hub control parameters): the TLS 1.3 policies.
 RECOMMENDED_TLS_POLICIES = (

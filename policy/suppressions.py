@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policy.resources import Res, has_efa
+from gpu_cluster.policy.resources import Res, has_efa
 
 CONTAINER_NETWORK_TAG = "gpu-cluster:container-network"  # components/launch_template.py
 

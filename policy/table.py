@@ -1,9 +1,9 @@
-"""The README's control table, generated from the pack (`python -m policy.table`)."""
+"""The README's control table, generated from the pack (`python -m gpu_cluster.policy.table`)."""
 
 from __future__ import annotations
 
-from policy.pack import CONTROLS
-from policy.suppressions import SUPPRESSIONS
+from gpu_cluster.policy.pack import CONTROLS
+from gpu_cluster.policy.suppressions import SUPPRESSIONS
 
 
 def markdown() -> str:

@@ -7,9 +7,8 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from infra.plan.engine import Plan, run_plan
-from infra.stack_files import load_stack_config, project_root
+from gpu_cluster.infra.plan.engine import Plan, run_plan
+from gpu_cluster.infra.stack_files import load_stack_config, project_root
 
 # boto3 code is only ever tested against moto; make any real endpoint unreachable.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -101,7 +100,7 @@ def gpuc_at(endpoint: str, *args: str):
         "AWS_SECRET_ACCESS_KEY": "testing",
     }
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args],
+        [sys.executable, "-m", "gpu_cluster.infra.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -8,11 +8,10 @@ from dataclasses import replace
 
 import pytest
 from conftest import ROOT, plan_stack
-
-from infra import cli
-from infra.audit.command import plan_resources
-from infra.outcome import FINDINGS, OK
-from policy.pack import audit
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.audit.command import plan_resources
+from gpu_cluster.infra.outcome import FINDINGS, OK
+from gpu_cluster.policy.pack import audit
 
 
 def test_train_audit_lists_every_control_and_passes(capsys):
@@ -87,9 +86,9 @@ def test_imdsv1_or_an_unencrypted_disk_fails_its_control():
 
 
 def test_a_config_error_is_an_input_error_not_an_audit(capsys, monkeypatch):
-    from infra.outcome import INPUT
+    from gpu_cluster.infra.outcome import INPUT
 
     bad = {"aws:region": "us-east-1", "gpu-cluster:nodez": "3"}
-    monkeypatch.setattr("infra.stack_files.load_stack_config", lambda *a, **k: bad)
+    monkeypatch.setattr("gpu_cluster.infra.stack_files.load_stack_config", lambda *a, **k: bad)
     assert cli.main(["audit", "--stack", "train"]) == INPUT
     assert "unknown key 'nodez'" in capsys.readouterr().err

@@ -6,12 +6,11 @@ import json
 
 import pytest
 from conftest import ROOT, plan_config
-
-from infra.audit.command import plan_resources
-from infra.cost.model import Usage, estimate_data
-from infra.stack_files import load_stack_config
-from infra.validation import ResolvedData
-from policy.pack import audit
+from gpu_cluster.infra.audit.command import plan_resources
+from gpu_cluster.infra.cost.model import Usage, estimate_data
+from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedData
+from gpu_cluster.policy.pack import audit
 
 TRAIL = "aws:cloudtrail/trail:Trail"
 OPT_IN = {

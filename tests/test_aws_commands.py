@@ -10,14 +10,13 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
+from gpu_cluster.infra.aws import capacity_blocks, price_refresh, reservations
+from gpu_cluster.infra.aws.capacity_blocks import duration_problem
+from gpu_cluster.infra.cli import main
+from gpu_cluster.infra.cost.gpu_prices import read_price_table
+from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.outcome import AWS, INPUT, USAGE
 from moto import mock_aws
-
-from infra.aws import capacity_blocks, price_refresh, reservations
-from infra.aws.capacity_blocks import duration_problem
-from infra.cli import main
-from infra.cost.gpu_prices import read_price_table
-from infra.errors import AwsError
-from infra.outcome import AWS, INPUT, USAGE
 
 P4D_PRICE = "21.9576"
 
@@ -287,7 +286,7 @@ def test_reservation_facts_from_describe(monkeypatch):
 
 @pytest.mark.parametrize(("days", "hours"), [(1, 24), (8, 192), (14, 336), (20, 336), (30, 672)])
 def test_cost_quotes_a_block_length_aws_sells(days, hours):
-    from infra.cost.command import block_hours
+    from gpu_cluster.infra.cost.command import block_hours
 
     assert block_hours(days) == hours
     assert duration_problem(block_hours(days)) is None
@@ -300,7 +299,7 @@ def test_a_bad_region_is_an_aws_error_not_a_traceback(capsys):
 
 
 def test_refreshing_one_regions_prices_keeps_the_others(tmp_path):
-    from infra.cost.gpu_prices import PRICES_PATH
+    from gpu_cluster.infra.cost.gpu_prices import PRICES_PATH
 
     snapshot = tmp_path / "prices.csv"
     snapshot.write_text(PRICES_PATH.read_text())

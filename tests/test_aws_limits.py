@@ -7,9 +7,8 @@ import base64
 import re
 
 import pytest
-
-from components.aws_limits import LIMITS, MAX_TAGS, Limit, violations
-from infra.plan.mocks import refusals
+from gpu_cluster.components.aws_limits import LIMITS, MAX_TAGS, Limit, violations
+from gpu_cluster.infra.plan.mocks import refusals
 
 GOOD = {  # a value AWS takes, per pattern-less or special input
     "userData": base64.b64encode(b"#!/bin/bash\necho hi\n").decode(),

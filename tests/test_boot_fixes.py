@@ -7,13 +7,12 @@ import re
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config
-
-from components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
-from components.dlami import dlami_supports
-from components.user_data import decoded_user_data
-from infra.config import load_spec
-from infra.errors import ConfigError
-from infra.stack_files import load_stack_config
+from gpu_cluster.components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
+from gpu_cluster.components.dlami import dlami_supports
+from gpu_cluster.components.user_data import decoded_user_data
+from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.stack_files import load_stack_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 GROUP = "aws:autoscaling/group:Group"
@@ -128,9 +127,9 @@ def test_a_gpu_request_is_steered_to_a_type_the_ami_supports():
     """A cheaper type the default AMI cannot boot loses to a supported one."""
     from dataclasses import replace
 
-    from components.catalog import Catalog, load_catalog
-    from infra.config import parse_spec
-    from infra.validation import resolve
+    from gpu_cluster.components.catalog import Catalog, load_catalog
+    from gpu_cluster.infra.config import parse_spec
+    from gpu_cluster.infra.validation import resolve
 
     real = load_catalog()
     unsupported = real.get("g7e.2xlarge")  # priced in the snapshot, not a DLAMI family
@@ -171,7 +170,7 @@ def test_two_stacks_sharing_a_cluster_name_get_distinct_account_wide_names(train
 
 
 def test_the_root_volume_is_never_smaller_than_the_amis_snapshot():
-    from infra.plan.mocks import MOCK_ROOT_SNAPSHOT_GIB
+    from gpu_cluster.infra.plan.mocks import MOCK_ROOT_SNAPSHOT_GIB
 
     def root_size(size: int) -> int:
         plan = plan_config({**TRAIN_LIKE, "gpu-cluster:rootVolume": json.dumps({"sizeGib": size})})
@@ -183,7 +182,7 @@ def test_the_root_volume_is_never_smaller_than_the_amis_snapshot():
 
 
 def test_root_snapshot_size_is_read_from_the_root_mapping():
-    from components.ami import root_snapshot_gib
+    from gpu_cluster.components.ami import root_snapshot_gib
 
     mappings = [
         {"device_name": "/dev/sdb", "ebs": {"volume_size": "900"}},

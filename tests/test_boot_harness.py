@@ -18,8 +18,12 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import G5, P4D, P5_4XL, VENV_BIN, BootNode, Hardware, moto_instance, run_as
 from conftest import TRAIN_LIKE, only, plan_config
-
-from components.user_data import BootConfig, boot_script, decoded_user_data, render_user_data
+from gpu_cluster.components.user_data import (
+    BootConfig,
+    boot_script,
+    decoded_user_data,
+    render_user_data,
+)
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 SELF = "i-0abc1234def567890"
@@ -301,7 +305,7 @@ def test_p5_4xlarge_has_no_nvswitch_and_is_healthy(make_node):
 
 def test_p6_nvswitch_is_not_on_the_pci_ids_and_only_the_fabric_manager_counts(make_node):
     """HGX B200/B300 list no 10de:1af1 or 10de:22a3 device: no endless replacement."""
-    from components.topology import has_nvswitch, nvswitch_pci_id
+    from gpu_cluster.components.topology import has_nvswitch, nvswitch_pci_id
 
     assert has_nvswitch("p6-b200.48xlarge") and nvswitch_pci_id("p6-b200.48xlarge") == ""
     assert nvswitch_pci_id("p5.48xlarge") == "10de:22a3" and not has_nvswitch("p5.4xlarge")
@@ -399,7 +403,7 @@ def test_every_installed_script_is_shellcheck_clean(make_node):
 def test_every_boot_script_file_passes_bash_n_and_shellcheck():
     """The files as kept under components/boot/ (the serving node's included), not only what a
     training node installs; templates with placeholders are checked once rendered, above."""
-    from components.user_data import BOOT_DIR
+    from gpu_cluster.components.user_data import BOOT_DIR
 
     shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=VENV_BIN)
     if shellcheck is None:
@@ -656,7 +660,7 @@ def test_the_model_image_is_pulled_before_the_warmup_clock():
 
 
 def test_ssm_session_commands_start_a_login_shell():
-    from components.cluster import ssm_session_command
+    from gpu_cluster.components.cluster import ssm_session_command
 
     command = ssm_session_command("i-0abc", "us-east-1")
     assert "AWS-StartInteractiveCommand" in command and "sudo -iu ubuntu" in command

@@ -7,13 +7,12 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
+from gpu_cluster.components.catalog import CATALOG_PATH, Catalog, load_catalog
+from gpu_cluster.infra.aws import AwsError
+from gpu_cluster.infra.catalog_refresh import fetch_catalog
+from gpu_cluster.infra.cli import main
+from gpu_cluster.infra.outcome import AWS
 from moto import mock_aws
-
-from components.catalog import CATALOG_PATH, Catalog, load_catalog
-from infra.aws import AwsError
-from infra.catalog_refresh import fetch_catalog
-from infra.cli import main
-from infra.outcome import AWS
 
 REGIONS = ["us-east-1", "us-west-2"]
 REQUIRED_FAMILIES = (
@@ -87,7 +86,7 @@ def test_access_denied_names_the_iam_action(monkeypatch):
     stubber.add_client_error(
         "describe_instance_types", service_error_code="UnauthorizedOperation", http_status_code=403
     )
-    monkeypatch.setattr("infra.catalog_refresh.client", lambda *a, **k: client)
+    monkeypatch.setattr("gpu_cluster.infra.catalog_refresh.client", lambda *a, **k: client)
     with stubber, pytest.raises(AwsError, match="ec2:DescribeInstanceTypes"):
         fetch_catalog(["us-east-1"])
 
@@ -96,7 +95,7 @@ def test_cli_reports_aws_errors_without_traceback(monkeypatch, capsys):
     def denied(*_args, **_kwargs):
         raise AwsError("ec2:DescribeInstanceTypes failed: UnauthorizedOperation")
 
-    monkeypatch.setattr("infra.catalog_refresh.fetch_catalog", denied)
+    monkeypatch.setattr("gpu_cluster.infra.catalog_refresh.fetch_catalog", denied)
     assert main(["catalog", "refresh"]) == AWS
     err = capsys.readouterr().err
     assert "ec2:DescribeInstanceTypes" in err and "Traceback" not in err
@@ -112,8 +111,8 @@ def test_a_missing_profile_or_a_bad_region_is_a_message(monkeypatch, capsys):
 
 
 def test_catalog_list_filters_sorts_by_price_and_aligns(capsys):
-    from infra.cost.gpu_prices import on_demand_hourly
-    from infra.outcome import INPUT
+    from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+    from gpu_cluster.infra.outcome import INPUT
 
     assert main(["catalog", "list", "--gpu", "a100"]) == 0
     lines = capsys.readouterr().out.splitlines()

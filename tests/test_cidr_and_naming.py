@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-from components.cidr import (
+from gpu_cluster.components.cidr import (
     MAX_ENDPOINT_ADDRESSES,
     addresses_needed,
     default_layout,
     max_nodes,
     usable_addresses,
 )
-from components.naming import child_name, cluster_tags, merge_tags
+from gpu_cluster.components.naming import child_name, cluster_tags, merge_tags
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_default_layout_of_a_16():

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from infra import cli
-from infra.outcome import AWS, FINDINGS, INPUT, INTERNAL, OK, USAGE
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.outcome import AWS, FINDINGS, INPUT, INTERNAL, OK, USAGE
 
 
 def test_exit_codes_are_distinct_and_documented():
@@ -22,7 +21,7 @@ def test_exit_codes_are_distinct_and_documented():
 def test_input_errors_share_one_code(capsys, tmp_path, monkeypatch):
     assert cli.main(["plan", "--stack", "nope"]) == INPUT  # missing stack file
     bad = {"aws:region": "us-east-1", "gpu-cluster:nodez": "3"}
-    monkeypatch.setattr("infra.stack_files.load_stack_config", lambda *a, **k: bad)
+    monkeypatch.setattr("gpu_cluster.infra.stack_files.load_stack_config", lambda *a, **k: bad)
     assert cli.main(["plan", "--stack", "train"]) == INPUT  # configuration problems
     assert "unknown key 'nodez'" in capsys.readouterr().err
 
@@ -78,7 +77,7 @@ def test_json_errors_are_a_json_document_on_stdout(capsys, monkeypatch):
     assert cli.main(["cost", "--stack", "nope", "--json"]) == INPUT
     assert "no stack 'nope'" in json.loads(capsys.readouterr().out)["error"]["message"]
     bad = {"aws:region": "us-east-1", "gpu-cluster:nodez": "3"}
-    monkeypatch.setattr("infra.stack_files.load_stack_config", lambda *a, **k: bad)
+    monkeypatch.setattr("gpu_cluster.infra.stack_files.load_stack_config", lambda *a, **k: bad)
     assert cli.main(["plan", "--stack", "train", "--json"]) == INPUT
     document = json.loads(capsys.readouterr().out)
     assert document["error"]["code"] == INPUT

@@ -7,8 +7,7 @@ import json
 from boot_fakes import FakeImds
 from boot_harness import P4D, BootNode
 from conftest import TRAIN_LIKE, only, plan_config
-
-from components.user_data import decoded_user_data
+from gpu_cluster.components.user_data import decoded_user_data
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
@@ -338,8 +337,8 @@ def test_custom_ami_root_device_comes_from_ec2():
 def test_default_ami_is_a_pinned_deep_learning_ami_release(train_plan):
     """Every node boots the same AMI: a release found by its image name (deprecated ones
     included), never whatever the "latest" SSM parameter says that day."""
-    from components.dlami import dlami, dlami_image_name
-    from infra.plan.mocks import MOCK_AMI
+    from gpu_cluster.components.dlami import dlami, dlami_image_name
+    from gpu_cluster.infra.plan.mocks import MOCK_AMI
 
     template = only(train_plan, LT).inputs
     assert [t for t, _ in train_plan.invokes if t.startswith("aws:ssm/getParameter")] == []
@@ -356,7 +355,7 @@ def test_default_ami_is_a_pinned_deep_learning_ami_release(train_plan):
 
 
 def test_moving_to_another_ami_is_an_explicit_setting():
-    from components.dlami import dlami_parameter
+    from gpu_cluster.components.dlami import dlami_parameter
 
     newer = plan_config({**TRAIN_LIKE, "gpu-cluster:ami": '{"release": "20261009"}'}, "train")
     assert newer.error is None, newer.error
@@ -373,8 +372,7 @@ def test_moving_to_another_ami_is_an_explicit_setting():
 def test_scaling_up_resizes_the_group_and_leaves_the_template_alone(train_plan):
     """`pulumi config set nodes 8` on train: same template and trigger, only the sizes change."""
     from conftest import ROOT
-
-    from infra.stack_files import load_stack_config
+    from gpu_cluster.infra.stack_files import load_stack_config
 
     config = {**load_stack_config("train", ROOT), "gpu-cluster:nodes": "8"}
     bigger = plan_config(config, stack="train")

@@ -10,12 +10,11 @@ import sys
 
 import pytest
 from conftest import ROOT
-
-from components.catalog import load_catalog
-from infra.config import load_spec
-from infra.cost.compare import BlockQuote, compare_options
-from infra.cost.model import DAYS_PER_MONTH, Usage, estimate_cluster, is_gpu_line
-from infra.stack_files import load_stack_config
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.cost.compare import BlockQuote, compare_options
+from gpu_cluster.infra.cost.model import DAYS_PER_MONTH, Usage, estimate_cluster, is_gpu_line
+from gpu_cluster.infra.stack_files import load_stack_config
 
 DATA = ROOT / "infra" / "data"
 
@@ -53,7 +52,10 @@ def spec_of(stack: str, **overrides: str):
 
 def gpuc(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "gpu_cluster.infra.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
 
 

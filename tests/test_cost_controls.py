@@ -8,14 +8,13 @@ import shlex
 import boto3
 import pytest
 from conftest import ROOT, plan_config
+from gpu_cluster.components.cost_controls import WorkSchedule
+from gpu_cluster.components.user_data import decoded_user_data
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.aws.resume import resume
+from gpu_cluster.infra.outcome import OK
+from gpu_cluster.infra.stack_files import load_stack_config
 from moto import mock_aws
-
-from components.cost_controls import WorkSchedule
-from components.user_data import decoded_user_data
-from infra import cli
-from infra.aws.resume import resume
-from infra.outcome import OK
-from infra.stack_files import load_stack_config
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
@@ -271,7 +270,7 @@ def test_schedule_hours_per_day():
 
 def test_gpuc_cost_follows_the_schedule_unless_told(capsys, monkeypatch):
     config = {**DEV, "gpu-cluster:schedule": WORKING_HOURS}
-    monkeypatch.setattr("infra.stack_files.load_stack_config", lambda *a, **k: config)
+    monkeypatch.setattr("gpu_cluster.infra.stack_files.load_stack_config", lambda *a, **k: config)
     assert cli.main(["cost", "--stack", "dev", "--json"]) == OK
     scheduled = json.loads(capsys.readouterr().out)
     assert scheduled["usage"]["hoursPerDay"] == pytest.approx(7.14, 0.01)

@@ -9,8 +9,7 @@ import shutil
 import pytest
 from boot_fakes import FakeImds
 from boot_harness import BootNode
-
-from components.user_data import BootConfig, render_user_data
+from gpu_cluster.components.user_data import BootConfig, render_user_data
 
 RELEASE = "https://s3.amazonaws.com/mountpoint-s3-release/latest/x86_64/mount-s3.deb"
 

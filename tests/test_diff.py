@@ -6,11 +6,10 @@ import json
 
 import pytest
 from conftest import ROOT, plan_config
-
-from infra import cli
-from infra.diff.model import changed_inputs
-from infra.outcome import INPUT, OK, USAGE
-from infra.stack_files import load_stack_config
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.diff.model import changed_inputs
+from gpu_cluster.infra.outcome import INPUT, OK, USAGE
+from gpu_cluster.infra.stack_files import load_stack_config
 
 GROUP = "aws:autoscaling/group:Group"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -95,7 +94,7 @@ def test_the_dev_box_is_replaced_for_a_new_type_and_says_what_is_lost(capsys):
 
 
 def test_an_instance_stopped_and_started_in_place_is_called_out():
-    from infra.diff.model import INSTANCE, Change, node_impact
+    from gpu_cluster.infra.diff.model import INSTANCE, Change, node_impact
 
     change = Change(INSTANCE, "box", "update", {"userData": ("a", "b")})
     assert "stopped and started" in node_impact(change)[0]

@@ -8,9 +8,8 @@ import sys
 
 import pytest
 from conftest import ROOT
-
-from components.catalog import load_catalog
-from infra.estimate.model import (
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.infra.estimate.model import (
     node_network_gbps,
     published_claims,
     ring_allreduce_seconds,
@@ -20,7 +19,10 @@ from infra.estimate.model import (
 
 def gpuc(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "gpu_cluster.infra.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
 
 
@@ -107,10 +109,9 @@ def test_estimate_mistakes_are_messages():
 
 def test_fsx_read_rate_is_size_times_the_throughput_tier():
     from conftest import TRAIN_LIKE
-
-    from infra.config import load_spec
-    from infra.estimate.command import report
-    from infra.estimate.model import Workload
+    from gpu_cluster.infra.config import load_spec
+    from gpu_cluster.infra.estimate.command import report
+    from gpu_cluster.infra.estimate.model import Workload
 
     spec = load_spec(TRAIN_LIKE, "train")
     work = Workload(7e9, 1000, 4e6, 4, 0.4, 2400 / 1024, "PERSISTENT_2_1000")
@@ -120,7 +121,7 @@ def test_fsx_read_rate_is_size_times_the_throughput_tier():
 
 
 def test_estimate_shows_both_all_reduce_shapes_and_whether_the_model_fits(capsys):
-    from infra import cli
+    from gpu_cluster.infra import cli
 
     assert cli.main(["estimate", "--stack", "train", "--model-params", "7e9", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -137,7 +138,7 @@ def test_estimate_shows_both_all_reduce_shapes_and_whether_the_model_fits(capsys
 
 
 def test_the_quoted_figures_come_with_a_flag_and_say_where_they_are_from(capsys):
-    from infra import cli
+    from gpu_cluster.infra import cli
 
     assert cli.main(["estimate", "--stack", "train", "--model-params", "7e9", "--claims"]) == 0
     assert "Figures quoted in the project's issue tracker" in capsys.readouterr().out

@@ -25,12 +25,11 @@ import boto3
 import pytest
 from boot_fakes import FakeImds
 from boot_harness import P4D, PYTHON, BootNode
+from gpu_cluster.components.jobs import cluster_key_alias, job_parameter, jobs_log_group
+from gpu_cluster.components.naming import CLUSTER_TAG, MANAGED_BY_TAG, STACK_TAG
+from gpu_cluster.components.user_data import render_user_data
+from gpu_cluster.infra.aws.jobs import run_job
 from test_boot_harness import TRAIN
-
-from components.jobs import cluster_key_alias, job_parameter, jobs_log_group
-from components.naming import CLUSTER_TAG, MANAGED_BY_TAG, STACK_TAG
-from components.user_data import render_user_data
-from infra.aws.jobs import run_job
 
 REGION = "us-east-1"
 CHECKPOINT_EVERY = 100  # steps: the notice's checkpoint is what saves the work

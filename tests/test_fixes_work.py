@@ -8,12 +8,11 @@ import json
 
 import pytest
 from conftest import ROOT
-
-from infra.config import load_spec
-from infra.errors import ConfigError, Problem, yaml_fix
-from infra.fixes import actionable, apply_fix
-from infra.pulumi_yaml import config_string, load
-from infra.stack_files import load_stack_config
+from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.errors import ConfigError, Problem, yaml_fix
+from gpu_cluster.infra.fixes import actionable, apply_fix
+from gpu_cluster.infra.pulumi_yaml import config_string, load
+from gpu_cluster.infra.stack_files import load_stack_config
 
 STACKS = {name: load_stack_config(name, ROOT) for name in ("dev", "train", "inference")}
 

@@ -9,8 +9,7 @@ import shutil
 
 import pytest
 from conftest import TRAIN_LIKE, plan_config
-
-from components.user_data import BOOT_DIR, decoded_user_data
+from gpu_cluster.components.user_data import BOOT_DIR, decoded_user_data
 
 BASH = shutil.which("bash")
 

@@ -14,8 +14,7 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import G4DN, BootNode
 from conftest import ROOT, plan_config
-
-from components.user_data import (
+from gpu_cluster.components.user_data import (
     BootConfig,
     ServingBoot,
     boot_script,
@@ -23,11 +22,11 @@ from components.user_data import (
     render_serving_user_data,
     render_user_data,
 )
-from infra import cli
-from infra.audit.command import plan_resources
-from infra.outcome import OK
-from infra.stack_files import load_stack_config
-from policy.pack import audit
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.audit.command import plan_resources
+from gpu_cluster.infra.outcome import OK
+from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.policy.pack import audit
 
 INFERENCE = load_stack_config("inference", ROOT)
 LISTENER = "aws:lb/listener:Listener"
@@ -464,7 +463,7 @@ def test_load_balancer_and_target_group_names_fit_the_32_character_limit():
     ]
     assert len(names) == 2 and len(set(names)) == 2
     assert all(len(n) <= 32 and re.fullmatch(r"[a-zA-Z0-9-]+", n) for n in names)
-    from components.naming import bounded_name
+    from gpu_cluster.components.naming import bounded_name
 
     assert re.fullmatch(r"[a-zA-Z0-9-]+", bounded_name("gpuc-serving-prod_eu.1"))
     assert not any(n.startswith("internal-") or n.endswith("-") for n in names)

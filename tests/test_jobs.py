@@ -14,12 +14,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from conftest import TRAIN_LIKE, plan_config
-from moto import mock_aws
-
-from components.jobs import cluster_key_alias, job_parameter, jobs_log_group
-from infra import cli
-from infra.aws.job_command import start_failure
-from infra.aws.jobs import (
+from gpu_cluster.components.jobs import cluster_key_alias, job_parameter, jobs_log_group
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.aws.job_command import start_failure
+from gpu_cluster.infra.aws.jobs import (
     JobError,
     JobSpec,
     StartCheck,
@@ -28,6 +26,7 @@ from infra.aws.jobs import (
     slow_network_why,
     watch_start,
 )
+from moto import mock_aws
 
 REGION = "us-east-1"
 
@@ -63,7 +62,7 @@ def cluster_key(cluster: str) -> None:
 def capture_sends(monkeypatch) -> list[dict]:
     """What SendCommand was asked, as AWS receives it (moto's list_commands reports more
     instances than were named)."""
-    from infra.aws import job_command
+    from gpu_cluster.infra.aws import job_command
 
     sent: list[dict] = []
 
@@ -206,8 +205,8 @@ def test_bad_requests_are_messages(capsys):
 def stubbed_run(monkeypatch, running: list[str], online: list[str]):
     """Offline clients for run_job: these nodes running, these online for SSM (moto has no
     DescribeInstanceInformation), no job of that name yet; the stub for more answers."""
-    from infra.aws import jobs as job_module
-    from infra.aws.status import Node
+    from gpu_cluster.infra.aws import jobs as job_module
+    from gpu_cluster.infra.aws.status import Node
 
     ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
     ssm = boto3.client("ssm", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
@@ -234,7 +233,7 @@ def test_a_node_ssm_cannot_reach_means_nothing_is_started(monkeypatch):
 
 
 def test_a_failed_send_leaves_no_job_behind(monkeypatch):
-    from infra.errors import AwsError
+    from gpu_cluster.infra.errors import AwsError
 
     ec2, ssm, stub = stubbed_run(monkeypatch, ["i-01"], online=["i-01"])
     stub.add_response("put_parameter", {"Version": 1})
@@ -326,7 +325,7 @@ def test_a_job_still_running_at_the_end_of_the_watch_is_started():
 
 @mock_aws
 def test_gpuc_run_marks_a_job_that_failed_everywhere_failed_and_exits_non_zero(capsys, monkeypatch):
-    from infra.aws import job_command
+    from gpu_cluster.infra.aws import job_command
 
     ours = nodes("train", 2)
     cluster_key("train")
@@ -358,8 +357,8 @@ def test_a_bad_env_pair_is_a_usage_error(capsys):
 
 
 def test_every_variable_a_training_node_sets_is_refused_to_env():
-    from components.jobs import NODE_ENV_NAMES
-    from components.user_data import render_user_data
+    from gpu_cluster.components.jobs import NODE_ENV_NAMES
+    from gpu_cluster.components.user_data import render_user_data
 
     boot = replace(TRAIN, spot=True, lustre_target="fs@tcp:/x", secrets_path="/g/s", stack="s")
     script = render_user_data(boot)
@@ -837,7 +836,7 @@ def test_no_job_starts_without_a_node_list_and_systemd_tries_again(make_node):
 
 @mock_aws
 def test_gpuc_run_names_the_nodes_a_job_failed_on_while_the_others_run(capsys, monkeypatch):
-    from infra.aws import job_command
+    from gpu_cluster.infra.aws import job_command
 
     ours = nodes("train", 2)
     cluster_key("train")

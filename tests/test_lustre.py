@@ -10,12 +10,11 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import BootNode
 from conftest import ROOT, TRAIN_LIKE, plan_config
-
-from components.user_data import BootConfig, decoded_user_data, render_user_data
-from infra.config import load_spec
-from infra.cost.model import estimate_cluster
-from infra.errors import ConfigError
-from infra.stack_files import load_stack_config
+from gpu_cluster.components.user_data import BootConfig, decoded_user_data, render_user_data
+from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.cost.model import estimate_cluster
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.stack_files import load_stack_config
 
 FSX = {
     **TRAIN_LIKE,

@@ -19,17 +19,16 @@ from pathlib import Path
 
 import yaml
 from conftest import ROOT, TRAIN_LIKE
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.infra.cli import EXIT_CONFIG
+from gpu_cluster.infra.config import NESTED_KEYS, REGION_KEY, load_spec
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.plan.engine import STACK_TYPE, run_plan
+from gpu_cluster.infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT
+from gpu_cluster.infra.stack_files import load_stack_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
-
-from components.catalog import load_catalog
-from infra.cli import EXIT_CONFIG
-from infra.config import NESTED_KEYS, REGION_KEY, load_spec
-from infra.errors import ConfigError
-from infra.plan.engine import STACK_TYPE, run_plan
-from infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT
-from infra.stack_files import load_stack_config
 
 CATALOG = load_catalog()
 EXAMPLES = 1000
@@ -639,7 +638,7 @@ def gpuc_command() -> list[str]:
     if script.is_file():
         return [str(script)]
     found = shutil.which("gpuc")
-    return [found] if found else [sys.executable, "-m", "infra.cli"]
+    return [found] if found else [sys.executable, "-m", "gpu_cluster.infra.cli"]
 
 
 def test_cli_plan_of_a_malformed_stack_prints_a_message_not_a_traceback(tmp_path):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from components.catalog import load_catalog
-from components.nic_layout import (
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.nic_layout import (
     EFA_ONLY,
     ENA,
     efa_interface_count,

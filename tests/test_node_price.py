@@ -8,12 +8,11 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from botocore.stub import Stubber
-
-from components.catalog import load_catalog
-from infra.aws.status import list_nodes
-from infra.aws.sweep import Sweeper
-from infra.cost.gpu_prices import on_demand_hourly, spot_by_zone
-from infra.cost.node_price import cheapest_spot_zone, node_hourly
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.infra.aws.status import list_nodes
+from gpu_cluster.infra.aws.sweep import Sweeper
+from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly, spot_by_zone
+from gpu_cluster.infra.cost.node_price import cheapest_spot_zone, node_hourly
 
 REGION = "us-east-1"
 KIND = "g5.12xlarge"

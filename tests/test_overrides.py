@@ -6,11 +6,10 @@ import json
 
 import pytest
 from conftest import ROOT, plan_config
-
-from infra import cli
-from infra.outcome import INPUT, OK, USAGE, CommandError
-from infra.overrides import apply_overrides, parse_path, typed
-from infra.stack_files import load_stack_config
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError
+from gpu_cluster.infra.overrides import apply_overrides, parse_path, typed
+from gpu_cluster.infra.stack_files import load_stack_config
 
 TRAIN = load_stack_config("train", ROOT)
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 
+import gpu_cluster.infra.plan.engine as engine
 import pytest
 from conftest import ROOT, plan_config, plan_stack
+from gpu_cluster.infra.plan.mocks import PlanMocks
+from gpu_cluster.infra.stack_files import load_stack_config
 from test_cost_controls import WORKING_HOURS
-
-import infra.plan.engine as engine
-from infra.plan.mocks import PlanMocks
-from infra.stack_files import load_stack_config
 
 
 class GovCloudPartition(PlanMocks):

@@ -9,12 +9,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from conftest import TRAIN_LIKE
+from gpu_cluster.components.dlami import dlami_image_name
+from gpu_cluster.infra.aws import preflight
+from gpu_cluster.infra.aws.preflight import FAIL, PASS, Clients, run_preflight
+from gpu_cluster.infra.config import load_spec
 from moto import mock_aws
-
-from components.dlami import dlami_image_name
-from infra.aws import preflight
-from infra.aws.preflight import FAIL, PASS, Clients, run_preflight
-from infra.config import load_spec
 
 
 def quotas_client(vcpus: float, code: str = "L-417A185B"):
@@ -234,7 +233,7 @@ def test_gpuc_preflight_end_to_end_against_a_moto_server(moto_server, tmp_path):
     train += f"  gpu-cluster:ami:\n    id: {base['ImageId']}\n    architecture: x86_64\n"
     (project / "stacks" / "Pulumi.train.yaml").write_text(train)
     result = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "preflight", "--stack", "train"],
+        [sys.executable, "-m", "gpu_cluster.infra.cli", "preflight", "--stack", "train"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -292,7 +291,7 @@ class _Nothing:
     """An EC2 client whose every call fails the way an unreachable endpoint does."""
 
     def __getattr__(self, name):
-        from infra.errors import AwsError
+        from gpu_cluster.infra.errors import AwsError
 
         def fail(*args, **kwargs):
             raise AwsError("ec2 unreachable", "EndpointConnectionError")
@@ -338,9 +337,8 @@ def test_a_reservation_that_does_not_fit_fails_preflight():
 
 
 def test_preflight_checks_what_a_data_stack_can_get_wrong(capsys):
+    from gpu_cluster.infra.cli import main
     from moto import mock_aws
-
-    from infra.cli import main
 
     with mock_aws():
         assert main(["preflight", "--stack", "data", "--json"]) == 0

@@ -6,10 +6,9 @@ import json
 
 import pytest
 from conftest import TRAIN_LIKE
-
-from infra.config import current_config, load_spec
-from infra.errors import ConfigError
-from infra.validation import ResolvedCluster
+from gpu_cluster.infra.config import current_config, load_spec
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.validation import ResolvedCluster
 
 
 def test_current_config_reads_the_cli_environment(monkeypatch):

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-
-from infra import cli
-from infra.overrides import typed
-from infra.plan.engine import run_plan
-from infra.pulumi_yaml import config_string, load
-from infra.stack_files import StackFileError, load_stack_config
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.overrides import typed
+from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.pulumi_yaml import config_string, load
+from gpu_cluster.infra.stack_files import StackFileError, load_stack_config
 
 
 @pytest.mark.parametrize(
@@ -200,7 +199,7 @@ def test_a_stack_file_that_is_not_yaml_is_still_a_message(project):
 
 def test_infinity_and_nan_are_written_as_yaml_spells_them():
     """Python's json reads Infinity and NaN (JSON has neither); a fix line keeps them readable."""
-    from infra.pulumi_yaml import flow, top_level
+    from gpu_cluster.infra.pulumi_yaml import flow, top_level
 
     assert flow({"iops": float("inf"), "x": float("-inf"), "y": float("nan")}) == (
         "{iops: .inf, x: -.inf, y: .nan}"

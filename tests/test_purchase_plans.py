@@ -8,12 +8,11 @@ import shlex
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config
-
-from components.user_data import decoded_user_data
-from infra.errors import AwsError, ConfigError
-from infra.facts import ReservationFacts
-from infra.plan.engine import run_plan
-from infra.stack_files import load_stack_config
+from gpu_cluster.components.user_data import decoded_user_data
+from gpu_cluster.infra.errors import AwsError, ConfigError
+from gpu_cluster.infra.facts import ReservationFacts
+from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.stack_files import load_stack_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 GROUP = "aws:autoscaling/group:Group"
@@ -203,7 +202,7 @@ def test_switching_purchase_option_changes_only_how_nodes_are_bought(train_plan,
 def test_new_template_versions_reach_nodes_launched_afterwards(monkeypatch):
     """The group follows the template's latest version (an Output, not a constant), with no
     ignore_changes: a new AMI or NIC layout is what the next node launches with."""
-    from infra.plan.mocks import PlanMocks
+    from gpu_cluster.infra.plan.mocks import PlanMocks
 
     original = PlanMocks.new_resource
 
@@ -330,13 +329,15 @@ def test_a_missing_reservation_is_a_config_problem_and_no_access_is_a_warning():
 
 
 def test_the_plan_engine_never_looks_up_reservations_by_itself(monkeypatch):
-    import infra.program
+    import gpu_cluster.infra.program
 
     calls = []
-    monkeypatch.setattr(infra.program, "live_lookup", lambda *args: calls.append(args) or facts())
+    monkeypatch.setattr(
+        gpu_cluster.infra.program, "live_lookup", lambda *args: calls.append(args) or facts()
+    )
     planned(train_with(**BLOCK))  # offline: the engine switches the lookup off
     assert calls == []
-    lookup = infra.program.live_lookup
+    lookup = gpu_cluster.infra.program.live_lookup
     lookup(BLOCK_ID, "us-east-1")  # ... and restores the program's own afterwards
     assert calls == [(BLOCK_ID, "us-east-1")]
 

@@ -1,7 +1,7 @@
 """Each GPU type counts against the right EC2 vCPU quota."""
 
-from components.catalog import load_catalog
-from components.quotas import on_demand_quota, vcpus_needed
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.quotas import on_demand_quota, vcpus_needed
 
 
 def test_every_catalog_type_maps_to_a_vcpu_quota():

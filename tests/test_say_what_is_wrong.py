@@ -8,16 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import ROOT
-
-from infra import cli
-from infra.config import load_spec
-from infra.cost.compare import compare_options
-from infra.cost.model import Usage, estimate_cluster, scheduled_usage
-from infra.cost.unit_prices import hours_per_month
-from infra.errors import ConfigError
-from infra.overrides import stack_config
-from infra.plan.engine import run_plan
-from infra.stack_files import load_stack_config
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.cost.compare import compare_options
+from gpu_cluster.infra.cost.model import Usage, estimate_cluster, scheduled_usage
+from gpu_cluster.infra.cost.unit_prices import hours_per_month
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.overrides import stack_config
+from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.stack_files import load_stack_config
 
 SCHEDULE = {"days": "MON-FRI", "start": "08:00", "stop": "20:00", "timezone": "UTC"}
 
@@ -118,8 +117,8 @@ def test_an_expiry_inside_its_own_warning_hour_warns():
 
 
 def test_a_spot_max_price_below_the_spot_price_warns():
-    from components.catalog import load_catalog
-    from infra.cost.gpu_prices import spot_by_zone
+    from gpu_cluster.components.catalog import load_catalog
+    from gpu_cluster.infra.cost.gpu_prices import spot_by_zone
 
     config = load_stack_config("experiment", ROOT)
     zone = config["gpu-cluster:availabilityZone"]
@@ -224,7 +223,7 @@ def test_the_plan_summary_says_when_the_lustre_mount_is_known(capsys):
 
 
 def test_a_root_volume_raised_to_the_amis_snapshot_is_priced_at_that_size():
-    from infra.plan.mocks import MOCK_ROOT_SNAPSHOT_GIB
+    from gpu_cluster.infra.plan.mocks import MOCK_ROOT_SNAPSHOT_GIB
 
     small = MOCK_ROOT_SNAPSHOT_GIB // 2
     asked = run_plan(

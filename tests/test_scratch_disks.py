@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from boot_fakes import FakeImds, write_executable
 from boot_harness import BootNode
-
-from components.user_data import BootConfig, render_user_data
+from gpu_cluster.components.user_data import BootConfig, render_user_data
 
 TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "b")
 DISK = "dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS{:02d}"

@@ -11,11 +11,15 @@ import pytest
 from boot_fakes import FakeImds, write_executable
 from boot_harness import BootNode
 from conftest import ROOT
-
-from components.user_data import JOB_USER, BootConfig, decoded_user_data, render_user_data
-from infra.plan.engine import run_plan
-from infra.plan.render import masked_config, preview_json, text_tree
-from infra.stack_files import load_stack_config
+from gpu_cluster.components.user_data import (
+    JOB_USER,
+    BootConfig,
+    decoded_user_data,
+    render_user_data,
+)
+from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.plan.render import masked_config, preview_json, text_tree
+from gpu_cluster.infra.stack_files import load_stack_config
 
 SECRET = "hunter2-wandb-0123456789abcdef"
 KEY = "gpu-cluster:secrets"

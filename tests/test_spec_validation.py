@@ -10,25 +10,24 @@ import json
 
 import pytest
 from conftest import ROOT, STACKS, TRAIN_LIKE, plan_config
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from components.catalog import load_catalog
-from components.cidr import (
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.cidr import (
     MAX_VPC_PREFIX,
     MIN_VPC_PREFIX,
     default_layout,
     interface_endpoints,
     max_nodes,
 )
-from components.nic_layout import ip_addresses_per_node, nic_layout
-from components.user_data import decoded_user_data
-from infra.config import load_spec
-from infra.cost.gpu_prices import on_demand_hourly
-from infra.errors import NOT_SET, ConfigError, Problem
-from infra.spec import CONFIG_KEYS
-from infra.stack_files import load_stack_config
-from infra.validation import ResolvedCluster, ResolvedData
+from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
+from gpu_cluster.components.user_data import decoded_user_data
+from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
+from gpu_cluster.infra.spec import CONFIG_KEYS
+from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 CATALOG = load_catalog()
 STACK = "test"
@@ -560,7 +559,7 @@ BLOCK_ID = "cr-0123456789abcdef0"
 
 
 def test_each_purchase_option_resolves_to_its_settings():
-    from components.purchase import CapacityBlock, CapacityReservation, OnDemand, Spot
+    from gpu_cluster.components.purchase import CapacityBlock, CapacityReservation, OnDemand, Spot
 
     assert resolved(TRAIN_LIKE).purchase == OnDemand()
     spot = resolved(
@@ -763,7 +762,7 @@ def test_valid_existing_bucket_is_accepted():
 
 def test_a_minimal_stack_reads_the_projects_own_data_stack():
     """storage defaults to {source: stack}: without a name it is this project's data stack."""
-    from infra.spec import DEFAULT_DATA_STACK
+    from gpu_cluster.infra.spec import DEFAULT_DATA_STACK
 
     spec = resolved(config(drop=(key("storage"),)))
     assert spec.storage.source == "stack" and spec.storage.stack is None
@@ -1023,7 +1022,7 @@ def test_validation_does_not_import_the_config_loader():
     for path in (ROOT / "infra" / "validation").glob("*.py"):
         tree = ast.parse(path.read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert "infra.config" not in imported, path.name
+        assert "gpu_cluster.infra.config" not in imported, path.name
 
 
 @pytest.mark.parametrize("value", ["yes", "on", "1", "TRUE"])
@@ -1054,7 +1053,7 @@ def test_true_and_false_are_accepted_as_text_and_as_yaml_booleans():
     ],
 )
 def test_suggested_cluster_names_are_valid_and_close(name, suggested):
-    from infra.validation.names import CLUSTER_NAME, suggest_cluster_name
+    from gpu_cluster.infra.validation.names import CLUSTER_NAME, suggest_cluster_name
 
     assert suggest_cluster_name(name) == suggested
     assert CLUSTER_NAME.match(suggested)
@@ -1065,7 +1064,7 @@ def test_suggested_cluster_names_are_valid_and_close(name, suggested):
 @settings(max_examples=500, deadline=None)
 @given(st.text(max_size=40))
 def test_every_suggested_cluster_name_passes_validation(name):
-    from infra.validation.names import CLUSTER_NAME, suggest_cluster_name
+    from gpu_cluster.infra.validation.names import CLUSTER_NAME, suggest_cluster_name
 
     assert CLUSTER_NAME.match(suggest_cluster_name(name))
 
@@ -1107,7 +1106,7 @@ def test_the_plan_prints_the_warnings():
     plan = plan_config(config(nodes="100"))
     assert plan.error is None, plan.error
     (warning,) = plan.outputs["configWarnings"]
-    from infra.plan.render import text_tree
+    from gpu_cluster.infra.plan.render import text_tree
 
     assert f"warning: {warning}" in text_tree(plan)
 
@@ -1149,7 +1148,7 @@ def test_gpu_slices_are_refused_for_multi_node_training():
     ],
 )
 def test_fixes_also_say_what_to_write_in_the_stack_file(fix, yaml):
-    from infra.errors import yaml_fix
+    from gpu_cluster.infra.errors import yaml_fix
 
     assert yaml_fix(fix) == yaml
 

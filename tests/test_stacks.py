@@ -8,9 +8,8 @@ import sys
 
 import pytest
 from conftest import ROOT, STACKS, plan_stack
-
-from components.user_data import decoded_user_data
-from infra.stack_files import available_stacks
+from gpu_cluster.components.user_data import decoded_user_data
+from gpu_cluster.infra.stack_files import available_stacks
 
 
 def test_every_stack_file_is_covered():
@@ -42,7 +41,7 @@ def test_stage_sizes():
 
 def gpuc(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args],
+        [sys.executable, "-m", "gpu_cluster.infra.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -110,7 +109,7 @@ def test_cli_unknown_stack_is_a_message():
 
 def test_plan_document_is_reproducible():
     """The engine registers concurrently; the printed plan must not depend on arrival order."""
-    from infra.plan.render import preview_json
+    from gpu_cluster.infra.plan.render import preview_json
 
     documents = {json.dumps(preview_json(plan_stack("train")), sort_keys=True) for _ in range(3)}
     assert len(documents) == 1
@@ -148,7 +147,7 @@ def test_train_plan_shows_what_each_node_gets():
 def test_unreadable_stack_and_project_files_are_messages(tmp_path):
     import shutil as _shutil
 
-    from infra.stack_files import StackFileError, load_stack_config
+    from gpu_cluster.infra.stack_files import StackFileError, load_stack_config
 
     project = tmp_path / "project"
     (project / "stacks").mkdir(parents=True)
@@ -164,7 +163,7 @@ def test_unreadable_stack_and_project_files_are_messages(tmp_path):
         load_stack_config("junk", project)
     # and through the CLI: a message, no traceback
     result = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "plan", "--stack", "junk"],
+        [sys.executable, "-m", "gpu_cluster.infra.cli", "plan", "--stack", "junk"],
         cwd=project,
         capture_output=True,
         text=True,
@@ -186,7 +185,7 @@ def test_cli_basics_help_version_and_stack_did_you_mean():
 def test_stack_file_keys_given_twice_or_outside_config_are_reported(tmp_path):
     import shutil as _shutil
 
-    from infra.stack_files import StackFileError, load_stack_config
+    from gpu_cluster.infra.stack_files import StackFileError, load_stack_config
 
     project = tmp_path / "project"
     (project / "stacks").mkdir(parents=True)
@@ -214,9 +213,8 @@ def test_stack_file_keys_given_twice_or_outside_config_are_reported(tmp_path):
 )
 def test_keys_outside_the_project_namespace_are_not_silently_ignored(key, problem, fix):
     from conftest import TRAIN_LIKE
-
-    from infra.config import load_spec
-    from infra.errors import ConfigError
+    from gpu_cluster.infra.config import load_spec
+    from gpu_cluster.infra.errors import ConfigError
 
     with pytest.raises(ConfigError) as error:
         load_spec({**TRAIN_LIKE, key: "8"}, "train")
@@ -226,8 +224,7 @@ def test_keys_outside_the_project_namespace_are_not_silently_ignored(key, proble
 
 def test_other_providers_keys_and_real_aws_keys_stay_allowed():
     from conftest import TRAIN_LIKE
-
-    from infra.config import load_spec
+    from gpu_cluster.infra.config import load_spec
 
     config = {**TRAIN_LIKE, "aws:profile": "ml", "random:seed": "1", "kubernetes:context": "x"}
     assert load_spec(config, "train").node_count == 4
@@ -236,7 +233,7 @@ def test_other_providers_keys_and_real_aws_keys_stay_allowed():
 def test_a_gpu_request_says_why_it_became_its_type():
     plan = plan_stack("experiment")
     note = plan.outputs["instanceChoice"]
-    from infra.cost.gpu_prices import on_demand_hourly
+    from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
 
     g5_12 = on_demand_hourly("us-east-1", "g5.12xlarge")
     g5_24 = on_demand_hourly("us-east-1", "g5.24xlarge")
@@ -261,7 +258,7 @@ def test_gpuc_stacks_lists_every_stage():
 def test_text_and_json_count_the_same_steps_and_json_carries_masked_config():
     import re
 
-    from infra.plan.render import masked_config
+    from gpu_cluster.infra.plan.render import masked_config
 
     text = gpuc("plan", "--stack", "train").stdout
     doc = json.loads(gpuc("plan", "--stack", "train", "--json").stdout)

@@ -8,11 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
+from gpu_cluster.infra.aws.status import list_nodes, orphans
+from gpu_cluster.infra.cli import main
+from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
 from moto import mock_aws
-
-from infra.aws.status import list_nodes, orphans
-from infra.cli import main
-from infra.cost.gpu_prices import on_demand_hourly
 
 
 def launch(ec2, kind: str, stack: str, managed: bool = True) -> str:
@@ -94,7 +93,7 @@ def test_status_with_the_endpoint_down_is_an_aws_error_not_an_empty_account():
         port = probe.getsockname()[1]
     env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
     done = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "status"],
+        [sys.executable, "-m", "gpu_cluster.infra.cli", "status"],
         env=env,
         capture_output=True,
         text=True,

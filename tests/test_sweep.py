@@ -10,12 +10,11 @@ import os
 import boto3
 import pytest
 from conftest import ROOT
+from gpu_cluster.infra import stack_files as cli_stack_files
+from gpu_cluster.infra.aws.sweep import Sweeper
+from gpu_cluster.infra.aws.sweep_kinds import Leftover, kind_name
+from gpu_cluster.infra.cli import main
 from moto import mock_aws
-
-from infra import stack_files as cli_stack_files
-from infra.aws.sweep import Sweeper
-from infra.aws.sweep_kinds import Leftover, kind_name
-from infra.cli import main
 
 REGION = "us-east-1"
 
@@ -260,7 +259,7 @@ def test_sweep_with_the_endpoint_down_fails_and_claims_nothing(endpoint, tmp_pat
     }
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "sweep", "--stack", "train", "--json"],
+        [sys.executable, "-m", "gpu_cluster.infra.cli", "sweep", "--stack", "train", "--json"],
         env=env,
         capture_output=True,
         text=True,
@@ -281,11 +280,11 @@ def test_sweep_with_the_endpoint_down_fails_and_claims_nothing(endpoint, tmp_pat
 
 @mock_aws
 def test_sweep_and_status_look_in_the_stacks_own_region(monkeypatch, capsys):
-    from infra import cli
+    from gpu_cluster.infra import cli
 
     real = cli_stack_files.load_stack_config
     monkeypatch.setattr(
-        "infra.stack_files.load_stack_config",
+        "gpu_cluster.infra.stack_files.load_stack_config",
         lambda stack, root=None: {"aws:region": "eu-west-1"} if stack == "euro" else real(stack),
     )
     ec2 = boto3.client("ec2", region_name="eu-west-1")
@@ -423,7 +422,7 @@ def build_controls(stack: str) -> dict[str, str]:
 
 
 def full_sweeper(stack: str) -> Sweeper:
-    from infra.cli import SWEPT_SERVICES
+    from gpu_cluster.infra.cli import SWEPT_SERVICES
 
     return Sweeper(
         **{service: boto3.client(service, region_name=REGION) for service in SWEPT_SERVICES},
@@ -590,7 +589,7 @@ def test_a_subnet_still_holding_released_interfaces_is_deleted_once_they_are_gon
 
 
 def test_errors_name_the_iam_action_that_grants_the_call():
-    from infra.aws import call
+    from gpu_cluster.infra.aws import call
 
     elbv2, stub = stubbed("elbv2")
     stub.add_client_error("delete_load_balancer", "AccessDenied")

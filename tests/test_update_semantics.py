@@ -7,17 +7,16 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import gpu_cluster.components.network
+import gpu_cluster.components.node_group
 import pytest
 from conftest import TRAIN_LIKE, only, plan_config, plan_stack
-
-import components.network
-import components.node_group
-from infra import cli
-from infra.diff.collisions import collisions, dependent_replacements
-from infra.diff.model import diff_plans
-from infra.outcome import FINDINGS, OK
-from infra.plan.engine import Plan
-from infra.plan.update_rules import UpdateHazard, hazards
+from gpu_cluster.infra import cli
+from gpu_cluster.infra.diff.collisions import collisions, dependent_replacements
+from gpu_cluster.infra.diff.model import diff_plans
+from gpu_cluster.infra.outcome import FINDINGS, OK
+from gpu_cluster.infra.plan.engine import Plan
+from gpu_cluster.infra.plan.update_rules import UpdateHazard, hazards
 
 GROUP = "aws:autoscaling/group:Group"
 INSTANCE = "aws:ec2/instance:Instance"
@@ -100,7 +99,7 @@ def test_a_create_first_subnet_replacement_is_reported_as_a_cidr_conflict():
 
 
 def test_a_program_that_replaces_subnets_create_first_is_refused(monkeypatch):
-    monkeypatch.setattr(components.network, "subnet_options", lambda child: child)
+    monkeypatch.setattr(gpu_cluster.components.network, "subnet_options", lambda child: child)
     plan = plan_stack("train")
     assert isinstance(plan.error, UpdateHazard)
     assert "InvalidSubnet.Conflict" in str(plan.error)
@@ -177,7 +176,7 @@ def test_the_dev_box_survives_the_numeric_version_the_provider_reads_back():
 
 
 def test_a_dev_box_on_an_unignored_template_alias_is_refused(monkeypatch):
-    monkeypatch.setattr(components.node_group, "DEV_BOX_IGNORED", "tags")
+    monkeypatch.setattr(gpu_cluster.components.node_group, "DEV_BOX_IGNORED", "tags")
     plan = plan_stack("dev")
     assert isinstance(plan.error, UpdateHazard)
     assert "loses its root disk" in str(plan.error)
@@ -302,7 +301,7 @@ def test_the_urns_are_the_engines(train_plan):
 @pytest.mark.parametrize("stack", ["dev", "experiment", "train", "inference", "data"])
 def test_every_resource_type_a_stack_creates_has_replace_rules(stack):
     """A type with no rules would diff as "updates in place" whatever changes."""
-    from infra.diff.replace_rules import REPLACE_ON_CHANGE
+    from gpu_cluster.infra.diff.replace_rules import REPLACE_ON_CHANGE
 
     plan = plan_stack(stack)
     assert plan.error is None, plan.error
@@ -311,8 +310,8 @@ def test_every_resource_type_a_stack_creates_has_replace_rules(stack):
 
 
 def test_the_budget_action_and_cost_allocation_tag_have_replace_rules():
-    from infra.diff.replace_rules import REPLACE_ON_CHANGE
-    from infra.stack_files import load_stack_config
+    from gpu_cluster.infra.diff.replace_rules import REPLACE_ON_CHANGE
+    from gpu_cluster.infra.stack_files import load_stack_config
 
     config = load_stack_config("dev")
     budget = {"monthlyUsd": 300, "stopAtLimit": True, "activateCostAllocationTag": True}

@@ -6,18 +6,17 @@ from __future__ import annotations
 import json
 import random
 
+import gpu_cluster.components.cluster as cluster_module
 import pytest
 from conftest import STACKS, TRAIN_LIKE, plan_stack
-
-import components.cluster as cluster_module
-from components.aws_limits import (
+from gpu_cluster.components.aws_limits import (
     LIMITS,
     USER_DATA_BUDGET_BYTES,
     USER_DATA_MAX_BYTES,
     raw_user_data,
 )
-from infra.plan.engine import run_plan
-from infra.plan.mocks import AwsRefusal
+from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.plan.mocks import AwsRefusal
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 LARGEST = {
@@ -71,8 +70,8 @@ def test_every_limit_names_its_source():
 
 
 def test_gpuc_plan_reports_the_refusal_as_an_input_error(monkeypatch, capsys):
-    from infra import cli
-    from infra.outcome import INPUT
+    from gpu_cluster.infra import cli
+    from gpu_cluster.infra.outcome import INPUT
 
     render = cluster_module.render_user_data
     rng = random.Random(11)

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from infra.outcome import FINDINGS, OK, from_exception
-from infra.overrides import stack_config
-from infra.plan.engine import Plan, run_plan
-from policy.pack import Finding, audit
-from policy.resources import Res
+from gpu_cluster.infra.outcome import FINDINGS, OK, from_exception
+from gpu_cluster.infra.overrides import stack_config
+from gpu_cluster.infra.plan.engine import Plan, run_plan
+from gpu_cluster.policy.pack import Finding, audit
+from gpu_cluster.policy.resources import Res
 
 
 def plan_resources(plan: Plan) -> list[Res]:

@@ -18,8 +18,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.parsers import ResponseParserError
-
-from infra.errors import AwsError
+from gpu_cluster.infra.errors import AwsError
 
 __all__ = ["AwsError", "call", "client", "paginate", "translated"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from infra.aws.capacity_blocks import duration_problem, list_offerings, purchase
-from infra.outcome import INPUT, OK, USAGE, CommandError, load_cluster_spec
+from gpu_cluster.infra.aws.capacity_blocks import duration_problem, list_offerings, purchase
+from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError, load_cluster_spec
 
 
 def parse_start(text: str | None) -> datetime | None:

@@ -8,9 +8,9 @@ import sys
 import time
 from typing import Any
 
-from components.jobs import cluster_key_alias
-from infra.aws import client
-from infra.aws.jobs import (
+from gpu_cluster.components.jobs import cluster_key_alias
+from gpu_cluster.infra.aws import client
+from gpu_cluster.infra.aws.jobs import (
     FAILED,
     START_WATCH_SECONDS,
     JobError,
@@ -25,7 +25,7 @@ from infra.aws.jobs import (
     store_spec,
     watch_start,
 )
-from infra.outcome import INPUT, OK, CommandError
+from gpu_cluster.infra.outcome import INPUT, OK, CommandError
 
 
 def _clients(region: str) -> tuple[Any, Any]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from components.jobs import (
+from gpu_cluster.components.jobs import (
     JOB_COMMAND,
     JOB_ENV_ALLOWED,
     NODE_ENV_NAMES,
@@ -32,9 +32,9 @@ from components.jobs import (
     jobs_log_group,
     jobs_path,
 )
-from infra.aws import call, paginate
-from infra.aws.status import Node, list_nodes
-from infra.errors import AwsError
+from gpu_cluster.infra.aws import call, paginate
+from gpu_cluster.infra.aws.status import Node, list_nodes
+from gpu_cluster.infra.errors import AwsError
 
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 ACTIVE = "active"

@@ -10,15 +10,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
-
-from components.catalog import load_catalog
-from components.dlami import dlami, dlami_image_name, dlami_parameter
-from components.naming import default_bucket_name
-from components.purchase import BLOCK_END_MARGIN, CapacityBlock, CapacityReservation, Spot
-from components.quotas import on_demand_quota, spot_quota
-from infra.aws import call, client, paginate
-from infra.errors import AwsError
-from infra.validation import ResolvedCluster, ResolvedData
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.dlami import dlami, dlami_image_name, dlami_parameter
+from gpu_cluster.components.naming import default_bucket_name
+from gpu_cluster.components.purchase import (
+    BLOCK_END_MARGIN,
+    CapacityBlock,
+    CapacityReservation,
+    Spot,
+)
+from gpu_cluster.components.quotas import on_demand_quota, spot_quota
+from gpu_cluster.infra.aws import call, client, paginate
+from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 # Service Quotas codes of the EC2 vCPU quotas (service code ec2)
@@ -222,8 +226,8 @@ def check_ami(spec: ResolvedCluster, aws: Clients) -> Check:
 
 
 def check_reservation(spec: ResolvedCluster, aws: Clients) -> Check | None:
-    from infra.aws.reservations import describe_reservation
-    from infra.validation.purchase import check_live_reservation
+    from gpu_cluster.infra.aws.reservations import describe_reservation
+    from gpu_cluster.infra.validation.purchase import check_live_reservation
 
     purchase = spec.purchase
     targeted = isinstance(purchase, CapacityReservation) and purchase.reservation_id

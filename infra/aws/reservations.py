@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
-
-from infra.aws import AwsError, call, client
-from infra.facts import NOT_FOUND_CODES, ReservationFacts
+from gpu_cluster.infra.aws import AwsError, call, client
+from gpu_cluster.infra.facts import NOT_FOUND_CODES, ReservationFacts
 
 
 def describe_reservation(

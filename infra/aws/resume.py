@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.naming import STACK_TAG
-from infra.aws import call, client, paginate
-from infra.outcome import OK, load_cluster_spec
+from gpu_cluster.components.naming import STACK_TAG
+from gpu_cluster.infra.aws import call, client, paginate
+from gpu_cluster.infra.outcome import OK, load_cluster_spec
 
 
 def stopped_instances(ec2: Any, stack: str) -> list[str]:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from components.naming import CLUSTER_TAG, HEALTH_TAG, MANAGED_BY_TAG, STACK_TAG
-from infra.aws import paginate
-from infra.cost.node_price import node_hourly
+from gpu_cluster.components.naming import CLUSTER_TAG, HEALTH_TAG, MANAGED_BY_TAG, STACK_TAG
+from gpu_cluster.infra.aws import paginate
+from gpu_cluster.infra.cost.node_price import node_hourly
 
 
 @dataclass(frozen=True)

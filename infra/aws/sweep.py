@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from infra.aws import UNREACHABLE, call, paginate, translated
-from infra.aws.sweep_controls import ControlsSweep
-from infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
-from infra.aws.sweep_network import NetworkSweep
-from infra.cost.gpu_prices import on_demand_hourly
-from infra.cost.node_price import node_hourly
-from infra.cost.unit_prices import unit_prices
-from infra.errors import AwsError
+from gpu_cluster.infra.aws import UNREACHABLE, call, paginate, translated
+from gpu_cluster.infra.aws.sweep_controls import ControlsSweep
+from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
+from gpu_cluster.infra.aws.sweep_network import NetworkSweep
+from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.cost.node_price import node_hourly
+from gpu_cluster.infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.errors import AwsError
 
 
 @dataclass

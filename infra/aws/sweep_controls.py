@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from infra.aws import PERMISSION_ERRORS, call, paginate
-from infra.aws.sweep_kinds import Leftover, has_tag
-from infra.cost.unit_prices import unit_prices
-from infra.errors import AwsError
+from gpu_cluster.infra.aws import PERMISSION_ERRORS, call, paginate
+from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag
+from gpu_cluster.infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.errors import AwsError
 
 AUTOSCALING_ROLE_PATH = "/aws-service-role/autoscaling.amazonaws.com/"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.naming import STACK_TAG
+from gpu_cluster.components.naming import STACK_TAG
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from infra.aws import call, paginate
-from infra.aws.sweep_kinds import Leftover, has_tag, stack_filter
-from infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.aws import call, paginate
+from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, stack_filter
+from gpu_cluster.infra.cost.unit_prices import unit_prices
 
 
 class NetworkSweep:

@@ -6,9 +6,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from infra.aws.capacity_blocks import MAX_DAYS_DAILY
-from infra.cost.compare import BlockQuote, compare_options
-from infra.cost.model import (
+from gpu_cluster.infra.aws.capacity_blocks import MAX_DAYS_DAILY
+from gpu_cluster.infra.cost.compare import BlockQuote, compare_options
+from gpu_cluster.infra.cost.model import (
     Usage,
     estimate_cluster,
     estimate_data,
@@ -16,16 +16,16 @@ from infra.cost.model import (
     is_gpu_line,
     scheduled_usage,
 )
-from infra.cost.render import cost_json, estimate_text, options_text
-from infra.cost.serving import serving_summary, serving_text
-from infra.errors import AwsError
-from infra.outcome import OK, load_stack_spec
-from infra.validation import ResolvedCluster
+from gpu_cluster.infra.cost.render import cost_json, estimate_text, options_text
+from gpu_cluster.infra.cost.serving import serving_summary, serving_text
+from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.outcome import OK, load_stack_spec
+from gpu_cluster.infra.validation import ResolvedCluster
 
 
 def quote_capacity_block(spec: ResolvedCluster, usage: Usage) -> BlockQuote | None:
     """The cheapest offering for the cluster, for as long as a month of its use (needs AWS)."""
-    from infra.aws.capacity_blocks import cheapest_offering
+    from gpu_cluster.infra.aws.capacity_blocks import cheapest_offering
 
     return cheapest_offering(
         spec.region, spec.facts.instance_type, spec.node_count, block_hours(usage.days_per_month)

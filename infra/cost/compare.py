@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.catalog import Catalog, load_catalog
-from infra.cost.gpu_prices import PriceTable, price_table
-from infra.cost.model import HOURS_PER_DAY, Usage
-from infra.cost.node_price import cheapest_spot_zone
-from infra.cost.unit_prices import hours_per_month, unit_prices
-from infra.validation import ResolvedCluster
+from gpu_cluster.components.catalog import Catalog, load_catalog
+from gpu_cluster.infra.cost.gpu_prices import PriceTable, price_table
+from gpu_cluster.infra.cost.model import HOURS_PER_DAY, Usage
+from gpu_cluster.infra.cost.node_price import cheapest_spot_zone
+from gpu_cluster.infra.cost.unit_prices import hours_per_month, unit_prices
+from gpu_cluster.infra.validation import ResolvedCluster
 
 CAPACITY_BLOCK_QUOTE = "quote with `gpuc capacity-block offerings`"
 

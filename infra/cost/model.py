@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from components.catalog import Catalog, load_catalog
-from components.cidr import interface_endpoints
-from components.purchase import CapacityBlock, CapacityReservation, Spot
-from infra.cost.gpu_prices import PriceTable, price_table
-from infra.cost.unit_prices import UnitPrices, hours_per_month, unit_prices
-from infra.validation import ResolvedCluster, ResolvedData
+from gpu_cluster.components.catalog import Catalog, load_catalog
+from gpu_cluster.components.cidr import interface_endpoints
+from gpu_cluster.components.purchase import CapacityBlock, CapacityReservation, Spot
+from gpu_cluster.infra.cost.gpu_prices import PriceTable, price_table
+from gpu_cluster.infra.cost.unit_prices import UnitPrices, hours_per_month, unit_prices
+from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 
 HOURS_PER_DAY = 24
 GP3_BASE_IOPS, GP3_BASE_MIBPS = 3000, 125

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infra.cost.compare import OptionCost, saving
-from infra.cost.model import DAYS_PER_MONTH, Estimate
-from infra.cost.unit_prices import hours_per_month
+from gpu_cluster.infra.cost.compare import OptionCost, saving
+from gpu_cluster.infra.cost.model import DAYS_PER_MONTH, Estimate
+from gpu_cluster.infra.cost.unit_prices import hours_per_month
 
 
 def _usd(value: float | None, digits: int = 2) -> str:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.cost.model import (
+from gpu_cluster.infra.cost.model import (
     Estimate,
     Usage,
     estimate_serving,
     nodes_for_load,
     serving_load,
 )
-from infra.cost.unit_prices import unit_prices
-from infra.validation import ResolvedCluster
+from gpu_cluster.infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.validation import ResolvedCluster
 
 
 def serving_summary(spec: ResolvedCluster, usage: Usage) -> dict[str, Any]:

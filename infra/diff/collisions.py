@@ -28,8 +28,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from infra.diff.model import Change, cluster_name, replaces_with, role
-from infra.plan.engine import Plan, PlannedResource
+from gpu_cluster.infra.diff.model import Change, cluster_name, replaces_with, role
+from gpu_cluster.infra.plan.engine import Plan, PlannedResource
 
 SUBNET = "aws:ec2/subnet:Subnet"
 VPC = "aws:ec2/vpc:Vpc"

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infra.diff.collisions import Collision, collisions
-from infra.diff.model import Change, diff_plans, shown, summary
-from infra.outcome import FINDINGS, INPUT, OK, USAGE, CommandError, from_exception
-from infra.overrides import stack_config
-from infra.plan.engine import Plan, PlannedResource, run_plan
+from gpu_cluster.infra.diff.collisions import Collision, collisions
+from gpu_cluster.infra.diff.model import Change, diff_plans, shown, summary
+from gpu_cluster.infra.outcome import FINDINGS, INPUT, OK, USAGE, CommandError, from_exception
+from gpu_cluster.infra.overrides import stack_config
+from gpu_cluster.infra.plan.engine import Plan, PlannedResource, run_plan
 
 SIGN = {"add": "+", "remove": "-", "update": "~", "replace": "+-"}
 

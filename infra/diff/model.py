@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.diff.replace_rules import REPLACE_ON_CHANGE, REPLACE_WHEN
-from infra.plan.engine import STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
+from gpu_cluster.infra.diff.replace_rules import REPLACE_ON_CHANGE, REPLACE_WHEN
+from gpu_cluster.infra.plan.engine import STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
 
 GROUP = "aws:autoscaling/group:Group"
 INSTANCE = "aws:ec2/instance:Instance"

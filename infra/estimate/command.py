@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from infra.cost.model import estimate_cluster
-from infra.estimate.model import (
+from gpu_cluster.infra.cost.model import estimate_cluster
+from gpu_cluster.infra.estimate.model import (
     GRADIENT_BYTES,
     Workload,
     flat_ring_allreduce_seconds,
@@ -22,8 +22,8 @@ from infra.estimate.model import (
     step_times,
     throughput,
 )
-from infra.outcome import OK, load_cluster_spec
-from infra.validation import ResolvedCluster
+from gpu_cluster.infra.outcome import OK, load_cluster_spec
+from gpu_cluster.infra.validation import ResolvedCluster
 
 COMPARE_GBPS = (10, 100)
 SOURCES = ("S3", "FSx for Lustre", "NVMe RAID")

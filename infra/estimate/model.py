@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from components.catalog import InstanceFacts
-from components.nic_layout import node_network_gbps
+from gpu_cluster.components.catalog import InstanceFacts
+from gpu_cluster.components.nic_layout import node_network_gbps
 
 THROUGHPUT_PATH = Path(__file__).resolve().parent.parent / "data" / "throughput.json"
 GRADIENT_BYTES = {"bf16": 2, "fp32": 4}

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from infra.plan.engine import SECRET, STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
+from gpu_cluster.infra.plan.engine import SECRET, STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
 
 KEY_INPUTS = (
     "instanceType",

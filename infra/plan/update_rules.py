@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infra.errors import ConfigError, Problem
+from gpu_cluster.infra.errors import ConfigError, Problem
 
 if TYPE_CHECKING:
-    from infra.plan.engine import PlannedResource
+    from gpu_cluster.infra.plan.engine import PlannedResource
 
 TEMPLATE_ALIASES = ("$Default", "$Latest")
 

@@ -1,6 +1,6 @@
 """Meaning checks on a well-shaped StackSpec, one module per domain (names, compute, network,
 storage, purchase), run together by ``resolve``."""
 
-from infra.validation.resolve import ResolvedCluster, ResolvedData, resolve
+from gpu_cluster.infra.validation.resolve import ResolvedCluster, ResolvedData, resolve
 
 __all__ = ["ResolvedCluster", "ResolvedData", "resolve"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
-from infra.spec import PROJECT
+from gpu_cluster.infra.spec import PROJECT
 
 # An unquoted timestamp in a stack file reaches the program as Go's time.Time.String()
 # (infra/pulumi_yaml.py): "2027-01-31 00:00:00 +0000 UTC", "2027-01-31 18:00:00.5 +0200 +0200".

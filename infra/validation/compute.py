@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import re
 
-from components.catalog import Catalog, InstanceFacts
-from components.dlami import dlami, dlami_supports, instance_family
-from infra.cost.gpu_prices import on_demand_hourly
-from infra.errors import NOT_SET, Problem
-from infra.spec import (
+from gpu_cluster.components.catalog import Catalog, InstanceFacts
+from gpu_cluster.components.dlami import dlami, dlami_supports, instance_family
+from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.errors import NOT_SET, Problem
+from gpu_cluster.infra.spec import (
     GP3_IOPS_PER_GIB,
     GP3_MIBPS_PER_IOPS,
     AmiSpec,
     RootVolumeSpec,
     StackSpec,
 )
-from infra.suggest import closest, suggest
-from infra.validation.common import key
+from gpu_cluster.infra.suggest import closest, suggest
+from gpu_cluster.infra.validation.common import key
 
 RELEASE = re.compile(r"^(20\d{6}|latest)\Z")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?\Z")

@@ -7,11 +7,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
-from infra.errors import Problem
-from infra.spec import DEFAULT_GANG_TIMEOUT_MINUTES, MIN_GANG_TIMEOUT_MINUTES, StackSpec
-from infra.suggest import closest
-from infra.validation.common import config_moment, key, rfc3339
+from gpu_cluster.components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
+from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.spec import DEFAULT_GANG_TIMEOUT_MINUTES, MIN_GANG_TIMEOUT_MINUTES, StackSpec
+from gpu_cluster.infra.suggest import closest
+from gpu_cluster.infra.validation.common import config_moment, key, rfc3339
 
 # Per-stage defaults: the dev box stops after 30 idle minutes; a cluster, whose jobs pause
 # longer between phases (data loading, evaluation), after 60. Inference (later) has none.

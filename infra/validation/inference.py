@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 
-from components.catalog import Catalog, InstanceFacts
-from components.serving_config import ServingConfig
-from infra.errors import Problem
-from infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
-from infra.validation.common import key
-from policy.service import RECOMMENDED_TLS_POLICIES
+from gpu_cluster.components.catalog import Catalog, InstanceFacts
+from gpu_cluster.components.serving_config import ServingConfig
+from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
+from gpu_cluster.infra.validation.common import key
+from gpu_cluster.policy.service import RECOMMENDED_TLS_POLICIES
 
 # ELB.17's recommended policies (the security pack's list): TLS 1.3, minimum TLS 1.2 or 1.3.
 TLS_POLICIES = RECOMMENDED_TLS_POLICIES

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from components.catalog import Catalog
-from components.naming import MANAGED_BY_TAG
-from infra.errors import Problem
-from infra.spec import (
+from gpu_cluster.components.catalog import Catalog
+from gpu_cluster.components.naming import MANAGED_BY_TAG
+from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.spec import (
     StackSpec,
 )
-from infra.suggest import suggest
-from infra.validation.common import key
+from gpu_cluster.infra.suggest import suggest
+from gpu_cluster.infra.validation.common import key
 
 CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]\Z")
 IMDS_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=._:@,]+\Z")  # instance metadata tags are enabled

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from components.cidr import (
+from gpu_cluster.components.cidr import (
     MAX_VPC_PREFIX,
     MIN_VPC_PREFIX,
     SubnetLayout,
@@ -14,11 +14,11 @@ from components.cidr import (
     max_nodes,
     usable_addresses,
 )
-from infra.errors import Problem
-from infra.spec import (
+from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.spec import (
     NetworkSpec,
 )
-from infra.validation.common import key
+from gpu_cluster.infra.validation.common import key
 
 
 def _network(

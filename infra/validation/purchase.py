@@ -7,14 +7,20 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from components.catalog import Catalog, InstanceFacts
-from components.nic_layout import nic_layout
-from components.purchase import CapacityBlock, CapacityReservation, OnDemand, Purchase, Spot
-from infra.errors import NOT_SET, Problem
-from infra.facts import ReservationFacts
-from infra.spec import CapacityReservationSpec, SpotSpec, StackSpec
-from infra.suggest import suggest
-from infra.validation.common import config_moment, key, rfc3339
+from gpu_cluster.components.catalog import Catalog, InstanceFacts
+from gpu_cluster.components.nic_layout import nic_layout
+from gpu_cluster.components.purchase import (
+    CapacityBlock,
+    CapacityReservation,
+    OnDemand,
+    Purchase,
+    Spot,
+)
+from gpu_cluster.infra.errors import NOT_SET, Problem
+from gpu_cluster.infra.facts import ReservationFacts
+from gpu_cluster.infra.spec import CapacityReservationSpec, SpotSpec, StackSpec
+from gpu_cluster.infra.suggest import suggest
+from gpu_cluster.infra.validation.common import config_moment, key, rfc3339
 
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}\Z")
 RESOURCE_GROUP_ARN = re.compile(

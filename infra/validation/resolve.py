@@ -6,18 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from components.catalog import Catalog, InstanceFacts, load_catalog
-from components.cidr import (
+from gpu_cluster.components.catalog import Catalog, InstanceFacts, load_catalog
+from gpu_cluster.components.cidr import (
     LOAD_BALANCER_SUBNET_PREFIX,
     SubnetLayout,
     service_layout,
 )
-from components.cost_controls import CostControls
-from components.nic_layout import ip_addresses_per_node, nic_layout
-from components.purchase import Purchase, is_single_instance
-from infra.cost.gpu_prices import on_demand_hourly
-from infra.errors import Problem
-from infra.spec import (
+from gpu_cluster.components.cost_controls import CostControls
+from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
+from gpu_cluster.components.purchase import Purchase, is_single_instance
+from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.spec import (
     AmiSpec,
     FsxSpec,
     NetworkSpec,
@@ -25,8 +25,8 @@ from infra.spec import (
     StackSpec,
     StorageSpec,
 )
-from infra.validation.common import key
-from infra.validation.compute import (
+from gpu_cluster.infra.validation.common import key
+from gpu_cluster.infra.validation.compute import (
     check_ami,
     check_dlami_support,
     check_efa,
@@ -36,19 +36,19 @@ from infra.validation.compute import (
     gpu_choice_note,
     pick_instance_type,
 )
-from infra.validation.cost_controls import check_cost_controls
-from infra.validation.inference import ResolvedInference, check_inference
-from infra.validation.names import (
+from gpu_cluster.infra.validation.cost_controls import check_cost_controls
+from gpu_cluster.infra.validation.inference import ResolvedInference, check_inference
+from gpu_cluster.infra.validation.names import (
     check_cluster_stack,
     check_data_stack,
     check_name,
     check_region,
     check_tags,
 )
-from infra.validation.network import check_network
-from infra.validation.purchase import check_purchase
-from infra.validation.storage import check_fsx, check_storage
-from infra.validation.warnings import (
+from gpu_cluster.infra.validation.network import check_network
+from gpu_cluster.infra.validation.purchase import check_purchase
+from gpu_cluster.infra.validation.storage import check_fsx, check_storage
+from gpu_cluster.infra.validation.warnings import (
     air_gapped_install_warning,
     cost_control_warnings,
     data_stack_warning,

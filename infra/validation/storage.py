@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 
-from infra.errors import NOT_SET, Problem
-from infra.spec import (
+from gpu_cluster.infra.errors import NOT_SET, Problem
+from gpu_cluster.infra.spec import (
     FsxSpec,
     StorageSpec,
 )
-from infra.validation.common import key
+from gpu_cluster.infra.validation.common import key
 
 BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*--ol-s3$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}\Z")

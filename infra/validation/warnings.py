@@ -6,12 +6,12 @@ from __future__ import annotations
 import ipaddress
 from datetime import datetime
 
-from components.cost_controls import WARNING_BEFORE_EXPIRY
-from components.quotas import on_demand_quota
-from infra.cost.gpu_prices import spot_by_zone
-from infra.cost.unit_prices import hours_per_month
-from infra.suggest import suggest
-from infra.validation.common import GO_TIME, config_moment
+from gpu_cluster.components.cost_controls import WARNING_BEFORE_EXPIRY
+from gpu_cluster.components.quotas import on_demand_quota
+from gpu_cluster.infra.cost.gpu_prices import spot_by_zone
+from gpu_cluster.infra.cost.unit_prices import hours_per_month
+from gpu_cluster.infra.suggest import suggest
+from gpu_cluster.infra.validation.common import GO_TIME, config_moment
 
 LARGE_GPUS = 512  # more than any stage of this project; AWS default GPU quotas are far lower
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # AWS allows it for VPCs

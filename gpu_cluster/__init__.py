@@ -1,0 +1,24 @@
+"""gpu-cluster: GPU clusters on AWS as reviewable Pulumi code.
+
+The import name of the library: `gpu_cluster.components` (the Pulumi components),
+`gpu_cluster.infra` (stack config, the program, the offline plan, the AWS commands) and
+`gpu_cluster.policy` (the security pack). In the repository they are the top-level folders
+components/, infra/ and policy/ (pyproject.toml maps them); the wheel installs them under
+gpu_cluster/, so nothing else is top-level in a user's environment."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+# In a checkout the subpackages are the repository's top-level folders beside this one.
+_checkout = Path(__file__).resolve().parent.parent
+if (_checkout / "components" / "__init__.py").exists() and not (
+    Path(__file__).resolve().parent / "components"
+).exists():
+    __path__.append(str(_checkout))
+
+try:
+    __version__ = version("gpu-cluster")
+except PackageNotFoundError:  # a checkout that was never installed
+    __version__ = "0+unknown"

@@ -1,0 +1,97 @@
+"""The wheel installs one import name, gpu_cluster, with everything a node and a plan need, and
+the library planned from it (not from this checkout) works."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # pip builds it as `python -m build` would: in an isolated environment with the
+    # build-system's setuptools
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr
+    (path,) = out.glob("gpu_cluster-*.whl")
+    return path
+
+
+def test_the_wheel_has_one_top_level_name_and_every_data_file(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/", 1)[0] for name in names}
+    dist_info = next(t for t in top if t.endswith(".dist-info"))
+    assert top == {"gpu_cluster", dist_info}  # no components, infra or policy of its own
+    for needed in (
+        "gpu_cluster/components/boot/gpu-cluster-jobs.sh",
+        "gpu_cluster/components/boot/allreduce_bench.py",
+        "gpu_cluster/components/data/gpu_catalog.json",
+        "gpu_cluster/infra/cli.py",
+        "gpu_cluster/policy/PulumiPolicy.yaml",
+    ):
+        assert needed in names, needed
+    assert any(name.startswith("gpu_cluster/infra/data/") for name in names)
+    entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
+    assert "gpuc = gpu_cluster.infra.cli:main" in entry_points
+
+
+def test_the_installed_library_plans_a_stack_from_its_own_files(wheel, tmp_path):
+    """The wheel unpacked where Python looks first, run away from this checkout: the modules
+    and data come from the wheel, and there is no top-level `components` to import."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", project)
+    shutil.copytree(ROOT / "stacks", project / "stacks")
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import gpu_cluster, gpu_cluster.components.catalog as c, importlib.util as u; "
+            "print(c.__file__); print(u.find_spec('components'), u.find_spec('infra'))",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert where.returncode == 0, where.stderr
+    module_file, missing = where.stdout.splitlines()
+    assert module_file.startswith(str(site)) and missing == "None None"
+    plan = subprocess.run(
+        [sys.executable, "-m", "gpu_cluster.infra.cli", "plan", "--stack", "train", "--json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert '"p4d.24xlarge"' in plan.stdout
+
+
+def test_the_package_and_gpuc_report_one_version(capsys):
+    from gpu_cluster.infra import cli
+
+    import gpu_cluster
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gpuc {gpu_cluster.__version__}"
+    assert gpu_cluster.__version__[0].isdigit()
