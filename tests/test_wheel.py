@@ -1,11 +1,13 @@
-"""The wheel installs one import name, gpu_cluster, with everything a node and a plan need, and
-the library planned from it (not from this checkout) works."""
+"""`python -m build` makes an sdist and, from it, a wheel that installs one import name,
+gpu_cluster, with everything a node and a plan need; the library planned from the wheel (not
+from this checkout) works."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -15,19 +17,41 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    # pip builds it as `python -m build` would: in an isolated environment with the
-    # build-system's setuptools
+def dist(tmp_path_factory) -> Path:
+    """`python -m build`: the sdist, then the wheel built from that sdist (in isolated
+    environments with the build-system's setuptools)."""
+    out = tmp_path_factory.mktemp("dist")
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
-    assert built.returncode == 0, built.stderr
-    (path,) = out.glob("gpu_cluster-*.whl")
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheel(dist) -> Path:
+    (path,) = dist.glob("gpu_cluster-*.whl")
     return path
+
+
+def test_the_sdist_holds_the_repository_folders(dist):
+    (sdist,) = dist.glob("gpu_cluster-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+    base = names[0].split("/", 1)[0]
+    for needed in (
+        "pyproject.toml",
+        "README.md",
+        "gpu_cluster/__init__.py",
+        "components/boot/gpu-cluster-jobs.sh",
+        "infra/cli.py",
+        "policy/pack.py",
+    ):
+        assert f"{base}/{needed}" in names, needed  # fmt: skip
 
 
 def test_the_wheel_has_one_top_level_name_and_every_data_file(wheel):
