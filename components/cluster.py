@@ -121,6 +121,7 @@ class GpuCluster(pulumi.ComponentResource):
         super().__init__("gpu-cluster:index:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
+        stack = args.tags.get(STACK_TAG, name)  # the stack tag the budget and nodes use
         identity = aws.get_caller_identity_output(opts=invoke)
         partition = aws.get_partition_output(opts=invoke).partition
         bucket_arn = pulumi.Output.concat("arn:", partition, ":s3:::", args.storage.bucket_name)
@@ -239,7 +240,7 @@ class GpuCluster(pulumi.ComponentResource):
                             lustre_target=values[1],
                             secrets_path=secrets_path(name) if args.secrets else "",
                             jobs_log_group=jobs_log_group(name),
-                            stack=args.tags.get(STACK_TAG, name),
+                            stack=stack,
                             gang_timeout_seconds=args.cost_controls.gang_timeout_minutes * 60,
                         )
                     )
@@ -266,7 +267,7 @@ class GpuCluster(pulumi.ComponentResource):
             child_name(name, "cost"),
             CostControlArgs(
                 controls=args.cost_controls,
-                stack=args.tags.get("gpu-cluster:stack", name),
+                stack=stack,
                 region=args.region,
                 account_id=identity.account_id,
                 partition=partition,
@@ -279,7 +280,7 @@ class GpuCluster(pulumi.ComponentResource):
             child,
         )
         if args.cost_controls.gang_timeout_minutes and self.cost_controls.topic is not None:
-            self._gang_stop_access(name, args, child, self.cost_controls.topic)
+            self._gang_stop_access(name, stack, args, child, self.cost_controls.topic)
         self.efa_interfaces_per_node = efa_interfaces
         self.bucket_name = pulumi.Output.from_input(bucket_name)
         self.total_gpus = args.total_gpus
@@ -323,13 +324,13 @@ class GpuCluster(pulumi.ComponentResource):
     def _gang_stop_access(
         self,
         name: str,
+        stack: str,
         args: GpuClusterArgs,
         child: pulumi.ResourceOptions,
         topic: aws.sns.Topic,
     ) -> None:
         """The alert topic's ARN where the nodes find it, and their right to stop a partial
         gang and say why (policies.gang_stop_policy)."""
-        stack = args.tags.get(STACK_TAG, name)
         parameter = aws.ssm.Parameter(
             child_name(name, "alerts-topic"),
             name=alerts_topic_parameter(name, stack),

@@ -168,6 +168,8 @@ class StackCostControls(pulumi.ComponentResource):
         a, controls = self.args, self.args.controls
         instance_arn = a.instance.arn if a.instance is not None else None
         group_arn = a.group.arn if a.group is not None else None
+        # training jobs checkpoint before the maximum lifetime stops their nodes
+        checkpoint = controls.expires_at is not None and a.serving_min is None
         role, policy = self._service_role(
             f"{name}-scheduler",
             "scheduler.amazonaws.com",
@@ -184,7 +186,7 @@ class StackCostControls(pulumi.ComponentResource):
                     scheduler_policy(
                         *v[:4],
                         checkpoint=checkpoint_command_statements(v[4], a.region, v[5], a.stack)
-                        if controls.expires_at and a.serving_min is None
+                        if checkpoint
                         else None,
                     )
                 )
@@ -225,7 +227,7 @@ class StackCostControls(pulumi.ComponentResource):
         if controls.expires_at:
             moment = controls.expires_at
             schedule("expiry-stop", at_expression(moment), "UTC", stop, controls.expiry_reason)
-            if a.serving_min is None:  # training jobs: checkpoint before the stop
+            if checkpoint:
                 schedule(
                     "expiry-checkpoint",
                     at_expression(moment - CHECKPOINT_BEFORE_STOP),

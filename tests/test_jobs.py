@@ -126,45 +126,19 @@ def test_a_stack_with_no_running_node_starts_nothing_and_says_so(capsys):
     assert ssm.get_parameters_by_path(Path="/gpu-cluster/train/jobs")["Parameters"] == []
 
 
+def run_pretrain(script: str) -> int:
+    """`gpuc run --name pretrain` of a script on train, without watching the start."""
+    argv = ["run", "--stack", "train", "--name", "pretrain", "--watch", "0", "--", "python"]
+    return cli.main([*argv, script])
+
+
 @mock_aws
 def test_a_job_name_already_running_is_refused(capsys):
     nodes("train", 2)
     cluster_key("train")
-    assert (
-        cli.main(
-            [
-                "run",
-                "--stack",
-                "train",
-                "--name",
-                "pretrain",
-                "--watch",
-                "0",
-                "--",
-                "python",
-                "a.py",
-            ]
-        )
-        == 0
-    )
+    assert run_pretrain("a.py") == 0
     capsys.readouterr()
-    assert (
-        cli.main(
-            [
-                "run",
-                "--stack",
-                "train",
-                "--name",
-                "pretrain",
-                "--watch",
-                "0",
-                "--",
-                "python",
-                "b.py",
-            ]
-        )
-        == 3
-    )
+    assert run_pretrain("b.py") == 3
     assert "already running" in capsys.readouterr().err
     assert cli.main(["cancel", "--stack", "train", "--job", "pretrain"]) == 0
     capsys.readouterr()
@@ -172,23 +146,7 @@ def test_a_job_name_already_running_is_refused(capsys):
     ssm = boto3.client("ssm", region_name=REGION)
     stored = ssm.get_parameter(Name=job_parameter("train", "pretrain"), WithDecryption=True)
     assert json.loads(stored["Parameter"]["Value"])["state"] == "cancelled"
-    assert (
-        cli.main(
-            [
-                "run",
-                "--stack",
-                "train",
-                "--name",
-                "pretrain",
-                "--watch",
-                "0",
-                "--",
-                "python",
-                "b.py",
-            ]
-        )
-        == 0
-    )
+    assert run_pretrain("b.py") == 0
 
 
 @mock_aws

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import re
 import shlex
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -394,8 +395,6 @@ def watch_start(
 ) -> StartCheck:
     """Poll the start command and the nodes' reports for ``seconds``; stop early once every
     node has failed or finished."""
-    import time
-
     sleep = sleep or time.sleep
     clock = clock or time.monotonic
     deadline = clock() + seconds
