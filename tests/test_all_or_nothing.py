@@ -207,3 +207,13 @@ def test_a_gang_timeout_shorter_than_a_boot_is_refused():
     assert "0 (off) or 10-1440" in problem.allowed
     assert problem.fix == "pulumi config set gangTimeoutMinutes 30"
     assert [r.type for r in plan.resources] == ["pulumi:pulumi:Stack"]  # nothing created
+
+
+def test_a_gang_timeout_that_is_not_a_number_of_minutes_is_refused():
+    for value, said in (("2000", "at most 1440"), ("soon", "whole number"), ("-1", "at least 0")):
+        config = {**TRAIN_LIKE, "gpu-cluster:gangTimeoutMinutes": value}
+        plan = plan_config(config, stack="train")
+        assert plan.error is not None, value
+        (problem,) = plan.error.problems
+        assert problem.path == "gpu-cluster:gangTimeoutMinutes", value
+        assert said in f"{problem.problem} {problem.allowed}", (value, problem)

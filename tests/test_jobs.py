@@ -810,3 +810,10 @@ def test_gpuc_run_names_the_nodes_a_job_failed_on_while_the_others_run(capsys, m
         Name=job_parameter("train", "train"), WithDecryption=True
     )
     assert json.loads(stored["Parameter"]["Value"])["state"] == "active"  # elastic: it runs on
+
+
+def test_a_watch_that_is_not_a_number_of_seconds_is_a_usage_error(capsys):
+    for value in ("soon", "-1", "7200"):
+        argv = ["run", "--stack", "train", "--watch", value, "--", "python", "a.py"]
+        assert cli.main(argv) == 2, value
+        assert "--watch must be" in capsys.readouterr().err
