@@ -21,7 +21,7 @@ from gpu_cluster.components.jobs import (
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from gpu_cluster.components.naming import CLUSTER_TAG, STACK_TAG, child_name
-from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs
+from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
 from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from gpu_cluster.components.node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpu_cluster.components.policies import gang_stop_policy, log_group_writer_policy
@@ -56,7 +56,7 @@ class GpuClusterArgs:
     efa: bool
     region: str
     availability_zone: str
-    layout: SubnetLayout
+    layout: SubnetLayout | None  # None with existing_network
     storage: StorageArgs
     purchase: Purchase = field(default_factory=OnDemand)
     ami_ssm_parameter: str | None = None
@@ -64,8 +64,9 @@ class GpuClusterArgs:
     ami_release: str | None = None  # a Deep Learning AMI release; "latest" follows SSM
     fsx: LustreSize | None = None  # FSx for Lustre linked to the data bucket
     root_volume: RootVolume = field(default_factory=RootVolume)
-    nat_gateway: bool = True
+    nat_gateway: bool = True  # existing_network: whether its subnet reaches the internet
     public_ip: bool = False
+    existing_network: ExistingNetwork | None = None  # the user's VPC and subnet
     # Set when two stacks may share the cluster name (the stack name): keeps account-wide
     # names unique and tags the nodes with it.
     scope: str = ""
@@ -159,6 +160,7 @@ class GpuCluster(pulumi.ComponentResource):
                 nat_gateway=args.nat_gateway,
                 public_nodes=args.public_ip,
                 scope=args.scope,
+                existing=args.existing_network,
                 tags=args.tags,
             ),
             child,
@@ -193,8 +195,8 @@ class GpuCluster(pulumi.ComponentResource):
             self.lustre = ClusterLustre(
                 child_name(name, "lustre"),
                 ClusterLustreArgs(
-                    vpc_id=self.network.vpc.id,
-                    subnet_id=self.network.node_subnet.id,
+                    vpc_id=self.network.vpc_id,
+                    subnet_id=self.network.node_subnet_id,
                     node_security_group_id=self.network.node_security_group.id,
                     kms_key_arn=self.security.key.arn,
                     bucket_name=bucket_name,
@@ -218,8 +220,11 @@ class GpuCluster(pulumi.ComponentResource):
                 ami_id=self.ami.image_id,
                 root_device_name=self.ami.root_device,
                 ami_min_root_gib=self.ami.min_root_gib,
-                subnet_id=self.network.node_subnet.id,
+                subnet_id=self.network.node_subnet_id,
                 security_group_id=self.network.node_security_group.id,
+                extra_security_group_ids=(
+                    args.existing_network.security_group_ids if args.existing_network else ()
+                ),
                 instance_profile_arn=self.security.instance_profile.arn,
                 kms_key_arn=self.security.key.arn,
                 user_data=pulumi.Output.all(bucket_name, lustre_target).apply(

@@ -64,6 +64,7 @@ class InferenceArgs:
     purchase: Purchase = field(default_factory=OnDemand)
     root_volume: RootVolume = field(default_factory=RootVolume)
     boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
+    extra_security_group_ids: tuple[str, ...] = ()  # the user's own groups on every node
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -361,7 +362,7 @@ class InferenceService(pulumi.ComponentResource):
             iam_instance_profile={"arn": a.instance_profile_arn},
             metadata_options=metadata_options("host"),
             monitoring={"enabled": True},
-            vpc_security_group_ids=[a.node_security_group_id],
+            vpc_security_group_ids=[a.node_security_group_id, *a.extra_security_group_ids],
             block_device_mappings=[
                 root_block_device(
                     a.root_device_name, a.root_volume, a.kms_key_arn, a.ami_min_root_gib

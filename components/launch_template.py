@@ -27,7 +27,7 @@ class RootVolume:
 def network_interface_specs(
     slots: tuple[NicSlot, ...],
     subnet_id: pulumi.Input[str] | None,
-    security_group_id: pulumi.Input[str],
+    security_group_ids: list[pulumi.Input[str]],
     public_ip: bool,
 ) -> list[dict]:
     """Launch-template network interfaces for a NIC layout. ``subnet_id`` None: an Auto Scaling
@@ -38,7 +38,7 @@ def network_interface_specs(
         spec = {
             "network_card_index": slot.network_card_index,
             "device_index": slot.device_index,
-            "security_groups": [security_group_id],
+            "security_groups": security_group_ids,
             "delete_on_termination": "true",
         }
         if subnet_id is not None:

@@ -1,4 +1,6 @@
-"""ClusterNetwork: VPC, node subnet, NAT egress, endpoints, EFA security group, flow logs."""
+"""ClusterNetwork: VPC, node subnet, NAT egress, endpoints, EFA security group, flow logs - or,
+in a network the user already has (ExistingNetwork), only the security groups and the endpoints
+asked for."""
 
 from __future__ import annotations
 
@@ -38,9 +40,27 @@ INTERFACE_ENDPOINT_OPTIONS = pulumi.ResourceOptions(
 PACKAGE_EGRESS_PORTS = (80, 443)
 
 
+@dataclass(frozen=True)
+class ExistingNetwork:
+    """A VPC and subnets the user already has. Nothing of it is created or changed: no VPC,
+    subnet, route, NAT or internet gateway, and no flow log (the VPC's owner keeps those).
+
+    ``subnet_ids``: the nodes' subnets, one per zone (a training cluster takes exactly one: a
+    cluster placement group is zonal). ``load_balancer_subnet_ids``: an inference service's
+    public subnets, one per zone. ``security_group_ids``: groups added to every node interface
+    besides the cluster's own. ``create_endpoints``: interface endpoints the VPC lacks, created
+    in the node subnets (a VPC holds one private-DNS endpoint per service)."""
+
+    vpc_id: str
+    subnet_ids: tuple[str, ...]
+    load_balancer_subnet_ids: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    create_endpoints: tuple[str, ...] = ()
+
+
 @dataclass
 class ClusterNetworkArgs:
-    layout: SubnetLayout
+    layout: SubnetLayout | None
     availability_zone: str
     region: str
     account_id: pulumi.Input[str]
@@ -50,12 +70,17 @@ class ClusterNetworkArgs:
     scope: str = ""  # see naming.unique_name
     # a service's further zones: (zone, private subnet, public subnet); none for training
     extra_zones: tuple[tuple[str, Any, Any], ...] = ()
+    existing: ExistingNetwork | None = None  # set: use it, create no VPC (layout unused)
     tags: dict[str, str] = field(default_factory=dict)
 
 
 class ClusterNetwork(pulumi.ComponentResource):
-    vpc: aws.ec2.Vpc
-    node_subnet: aws.ec2.Subnet
+    """Outputs: ``vpc_id``, ``node_subnet_id``, ``node_security_group`` (and the subnets of a
+    service's zones, ``service_private_subnet_ids``/``service_public_subnet_ids``). ``vpc`` and
+    ``node_subnet`` are the created resources, None in an existing network."""
+
+    vpc: aws.ec2.Vpc | None
+    node_subnet: aws.ec2.Subnet | None
     node_security_group: aws.ec2.SecurityGroup
 
     def __init__(
@@ -63,6 +88,49 @@ class ClusterNetwork(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:network:ClusterNetwork", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # What a node's boot needs in place before it launches (rules, routes, endpoints).
+        self.boot_dependencies: list[pulumi.Resource] = []
+        if args.existing is not None:
+            self._existing(name, args, args.existing, child)
+        else:
+            self._created(name, args, child)
+        self.register_outputs(
+            {
+                "vpcId": self.vpc_id,
+                "nodeSubnetId": self.node_subnet_id,
+                "nodeSecurityGroupId": self.node_security_group.id,
+            }
+        )
+
+    def _existing(
+        self,
+        name: str,
+        args: ClusterNetworkArgs,
+        existing: ExistingNetwork,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        self.vpc = self.node_subnet = None
+        self.vpc_id = pulumi.Output.from_input(existing.vpc_id)
+        self.node_subnet_id = pulumi.Output.from_input(existing.subnet_ids[0])
+        self.service_private_subnet_ids: list[pulumi.Input[str]] = list(existing.subnet_ids)
+        self.service_public_subnet_ids: list[pulumi.Input[str]] = list(
+            existing.load_balancer_subnet_ids
+        )
+        self.node_security_group = self._node_security_group(name, args, child)
+        if existing.create_endpoints:
+            # HTTPS from the nodes only: the VPC's other addresses are not this stack's
+            self._interface_endpoints(
+                name,
+                args,
+                child,
+                services=existing.create_endpoints,
+                subnet_ids=list(existing.subnet_ids),
+                https_from={"referenced_security_group_id": self.node_security_group.id},
+                source="the cluster's nodes",
+            )
+
+    def _created(self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions) -> None:
+        assert args.layout is not None
         tags = args.tags
         self.vpc = aws.ec2.Vpc(
             child_name(name, "vpc"),
@@ -93,19 +161,14 @@ class ClusterNetwork(pulumi.ComponentResource):
             for role, cidr in (("private", args.layout.private), ("public", args.layout.public))
         )
         self.node_subnet = self.public_subnet if args.public_nodes else self.private_subnet
-        # What a node's boot needs in place before it launches (rules, routes, endpoints).
-        self.boot_dependencies: list[pulumi.Resource] = []
+        self.vpc_id = self.vpc.id
+        self.node_subnet_id = self.node_subnet.id
         self._routing(name, args, child)
+        self.service_private_subnet_ids = [s.id for s in self.service_private_subnets]
+        self.service_public_subnet_ids = [s.id for s in self.service_public_subnets]
         self.node_security_group = self._node_security_group(name, args, child)
         self._endpoints(name, args, child)
         self._flow_logs(name, args, child)
-        self.register_outputs(
-            {
-                "vpcId": self.vpc.id,
-                "nodeSubnetId": self.node_subnet.id,
-                "nodeSecurityGroupId": self.node_security_group.id,
-            }
-        )
 
     def _routing(self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions) -> None:
         tags = args.tags
@@ -188,7 +251,7 @@ class ClusterNetwork(pulumi.ComponentResource):
     ) -> aws.ec2.SecurityGroup:
         group = aws.ec2.SecurityGroup(
             child_name(name, "nodes-sg"),
-            vpc_id=self.vpc.id,
+            vpc_id=self.vpc_id,
             description="gpu-cluster nodes: all traffic between members (EFA), none from outside",
             tags={**args.tags, "Name": child_name(name, "nodes")},
             opts=child,
@@ -236,32 +299,56 @@ class ClusterNetwork(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
+        self.boot_dependencies.append(s3)
+        assert args.layout is not None
+        self._interface_endpoints(
+            name,
+            args,
+            child,
+            services=interface_endpoints(args.nat_gateway),
+            subnet_ids=[self.private_subnet.id],
+            https_from={"cidr_ipv4": str(args.layout.vpc)},
+            source="the VPC",
+        )
+
+    def _interface_endpoints(
+        self,
+        name: str,
+        args: ClusterNetworkArgs,
+        child: pulumi.ResourceOptions,
+        services: tuple[str, ...],
+        subnet_ids: list[pulumi.Input[str]],
+        https_from: dict[str, Any],
+        source: str,
+    ) -> None:
         endpoint_sg = aws.ec2.SecurityGroup(
             child_name(name, "endpoints-sg"),
-            vpc_id=self.vpc.id,
-            description="gpu-cluster interface endpoints: HTTPS from the VPC only",
+            vpc_id=self.vpc_id,
+            description=f"gpu-cluster interface endpoints: HTTPS from {source} only",
             tags=args.tags,
             opts=child,
         )
         https_in = aws.vpc.SecurityGroupIngressRule(
             child_name(name, "endpoints-https-in"),
             security_group_id=endpoint_sg.id,
-            cidr_ipv4=str(args.layout.vpc),
             ip_protocol="tcp",
             from_port=443,
             to_port=443,
-            description="HTTPS from inside the VPC",
+            description="HTTPS from inside the VPC"
+            if source == "the VPC"
+            else f"HTTPS from {source}",
             opts=child,
+            **https_from,
         )
-        self.boot_dependencies += [s3, https_in]
-        for service in interface_endpoints(args.nat_gateway):
+        self.boot_dependencies.append(https_in)
+        for service in services:
             endpoint = aws.ec2.VpcEndpoint(
                 child_name(name, f"{service}-endpoint"),
-                vpc_id=self.vpc.id,
+                vpc_id=self.vpc_id,
                 service_name=f"com.amazonaws.{args.region}.{service}",
                 vpc_endpoint_type="Interface",
                 private_dns_enabled=True,
-                subnet_ids=[self.private_subnet.id],
+                subnet_ids=subnet_ids,
                 security_group_ids=[endpoint_sg.id],
                 tags=args.tags,
                 opts=pulumi.ResourceOptions.merge(child, INTERFACE_ENDPOINT_OPTIONS),

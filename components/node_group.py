@@ -88,6 +88,8 @@ class GpuNodeGroupArgs:
     public_ip: bool = False
     container_network: str = "host"  # "bridge": containers need a second IMDS hop
     scale_to_zero: bool = False  # the idle stop may set the group to 0 nodes
+    # the user's own groups on every interface too (an existing network's network.securityGroupIds)
+    extra_security_group_ids: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -149,7 +151,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             network_interfaces=network_interface_specs(
                 self.nic_slots,
                 args.subnet_id if single else None,
-                args.security_group_id,
+                [args.security_group_id, *args.extra_security_group_ids],
                 args.public_ip,
             ),
             placement=(

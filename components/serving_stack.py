@@ -18,7 +18,7 @@ from gpu_cluster.components.cost_controls import CostControls
 from gpu_cluster.components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.naming import CLUSTER_TAG, bounded_name, child_name, unique_name
-from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs
+from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
 from gpu_cluster.components.policies import log_group_writer_policy
 from gpu_cluster.components.purchase import OnDemand, Purchase
 from gpu_cluster.components.security import ClusterSecurity, ClusterSecurityArgs
@@ -39,7 +39,7 @@ class ServingStackArgs:
     facts: InstanceFacts
     serving: ServingConfig
     region: str
-    layout: SubnetLayout
+    layout: SubnetLayout | None  # None with existing_network
     storage: StorageArgs
     purchase: Purchase = field(default_factory=OnDemand)
     ami_ssm_parameter: str | None = None
@@ -48,6 +48,7 @@ class ServingStackArgs:
     root_volume: RootVolume = field(default_factory=RootVolume)
     scope: str = ""
     cost_controls: CostControls = field(default_factory=CostControls)
+    existing_network: ExistingNetwork | None = None  # the user's VPC and subnets
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -79,7 +80,7 @@ class ServingStack(pulumi.ComponentResource):
             ),
             child,
         )
-        extra = service_zone_subnets(args.layout, len(serving.zones) - 1)
+        extra = service_zone_subnets(args.layout, len(serving.zones) - 1) if args.layout else []
         self.network = ClusterNetwork(
             child_name(name, "network"),
             ClusterNetworkArgs(
@@ -93,6 +94,7 @@ class ServingStack(pulumi.ComponentResource):
                     (zone, private, public)
                     for zone, (private, public) in zip(serving.zones[1:], extra, strict=True)
                 ),
+                existing=args.existing_network,
                 tags=args.tags,
             ),
             child,
@@ -160,10 +162,13 @@ class ServingStack(pulumi.ComponentResource):
                 region=args.region,
                 account_id=identity.account_id,
                 partition=partition,
-                vpc_id=self.network.vpc.id,
-                private_subnet_ids=[s.id for s in self.network.service_private_subnets],
-                public_subnet_ids=[s.id for s in self.network.service_public_subnets],
+                vpc_id=self.network.vpc_id,
+                private_subnet_ids=self.network.service_private_subnet_ids,
+                public_subnet_ids=self.network.service_public_subnet_ids,
                 node_security_group_id=self.network.node_security_group.id,
+                extra_security_group_ids=(
+                    args.existing_network.security_group_ids if args.existing_network else ()
+                ),
                 node_role_name=self.security.role.name,
                 instance_profile_arn=self.security.instance_profile.arn,
                 kms_key_arn=self.security.key.arn,

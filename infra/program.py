@@ -24,7 +24,7 @@ from gpu_cluster.components.purchase import (
 from gpu_cluster.components.quotas import quotas_needed
 from gpu_cluster.components.serving_stack import ServingStack, ServingStackArgs
 from gpu_cluster.components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
-from gpu_cluster.infra.config import load_from_pulumi
+from gpu_cluster.infra.config import current_config, load_spec
 from gpu_cluster.infra.cost.model import (
     estimate_cluster,
     estimate_serving,
@@ -33,6 +33,12 @@ from gpu_cluster.infra.cost.model import (
 )
 from gpu_cluster.infra.errors import AwsError, ConfigError, Problem
 from gpu_cluster.infra.facts import NOT_FOUND_CODES, ReservationFacts
+from gpu_cluster.infra.network_check import (
+    NetworkLookup,
+    with_network_facts,
+    with_subnet_zone,
+)
+from gpu_cluster.infra.network_check import describe_live as describe_network_live
 from gpu_cluster.infra.secrets_config import secret_value
 from gpu_cluster.infra.spec import DEFAULT_DATA_STACK, PROJECT
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
@@ -131,6 +137,7 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
             ),
             scope="" if spec.name == spec.stack else spec.stack,
             cost_controls=spec.cost_controls,
+            existing_network=spec.existing_network,
             tags=cluster_tags(spec.name, spec.tags, spec.stack),
         ),
     )
@@ -202,6 +209,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
             ),
             nat_gateway=spec.network.nat_gateway,
             public_ip=spec.network.public_ip,
+            existing_network=spec.existing_network,
             scope="" if spec.name == spec.stack else spec.stack,
             container_network=spec.container_network,
             secrets=cluster_secrets(spec.secrets),
@@ -384,11 +392,17 @@ def check_reservation(
     return facts
 
 
+# How the program reads an existing network's facts; the offline plan engine sets None.
+network_lookup: NetworkLookup | None = describe_network_live
+
+
 def main() -> None:
-    spec = load_from_pulumi()
+    config = with_subnet_zone(current_config(), network_lookup)
+    spec = load_spec(config, pulumi.get_stack())
     if isinstance(spec, ResolvedData):
         deploy_data(spec)
     else:
+        spec = with_network_facts(spec, network_lookup)
         spec = with_block_end(spec, check_reservation(spec, live_lookup))
         if spec.inference is not None:
             deploy_inference(spec)

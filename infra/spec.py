@@ -84,6 +84,14 @@ class NetworkSpec(StrictModel):
     avoid_cidrs: list[str] = Field(default_factory=list)
     nat_gateway: ConfigBool = True
     public_ip: ConfigBool = False
+    # A network the user already has (infra/validation/existing_network.py): gpu-cluster then
+    # creates no VPC, subnet, route, NAT or internet gateway, and natGateway says whether the
+    # node subnet already reaches the internet.
+    vpc_id: str | None = None
+    subnet_ids: list[str] = Field(default_factory=list)
+    load_balancer_subnet_ids: list[str] = Field(default_factory=list)
+    security_group_ids: list[str] = Field(default_factory=list)
+    create_endpoints: list[str] = Field(default_factory=list)
 
 
 class StorageSpec(StrictModel):

@@ -197,7 +197,8 @@ def root_volume_line(spec: ResolvedCluster, unit: UnitPrices) -> CostLine:
 
 def network_lines(spec: ResolvedCluster, unit: UnitPrices, usage: Usage) -> list[CostLine]:
     lines = []
-    if spec.network.nat_gateway:
+    existing = spec.existing_network  # the user's VPC: its NAT and endpoints are not ours
+    if spec.network.nat_gateway and existing is None:
         lines += [
             CostLine(
                 "NAT gateway",
@@ -215,7 +216,9 @@ def network_lines(spec: ResolvedCluster, unit: UnitPrices, usage: Usage) -> list
                 unit.label,
             ),
         ]
-    services = interface_endpoints(spec.network.nat_gateway)
+    services = (
+        existing.create_endpoints if existing else interface_endpoints(spec.network.nat_gateway)
+    )
     endpoints = len(services)
     lines.append(
         CostLine(

@@ -15,6 +15,7 @@ import pulumi
 from google.protobuf import json_format
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.network_check import NetworkLookup
 from gpu_cluster.infra.plan.mocks import AwsRefusal, PlanMocks
 from gpu_cluster.infra.plan.update_rules import UpdateHazard, hazards
 from gpu_cluster.infra.program import ReservationLookup
@@ -242,10 +243,12 @@ def run_plan(
     program: Path = PROGRAM,
     reservation_lookup: ReservationLookup | None = None,
     preview: bool = False,
+    network_lookup: NetworkLookup | None = None,
     secret_keys: list[str] | None = None,
 ) -> Plan:
     """Plan one stack: the program's resources and outputs, or the ConfigError it raised.
-    Offline, reservations are not looked up unless a ``reservation_lookup`` is given."""
+    Offline, reservations and an existing network are not looked up unless a
+    ``reservation_lookup`` or ``network_lookup`` is given."""
     region = config.get("aws:region", "us-east-1")
     mocks = PlanMocks(region, load_catalog().zones(region))
     monitor = RecordingMonitor(mocks, preview)
@@ -261,12 +264,14 @@ def run_plan(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     live_lookup, infra_program.live_lookup = infra_program.live_lookup, reservation_lookup
+    network, infra_program.network_lookup = infra_program.network_lookup, network_lookup
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
     except ConfigError as error:
         plan.error = error
     finally:
         infra_program.live_lookup = live_lookup
+        infra_program.network_lookup = network
         if gc_was_enabled:
             gc.enable()
     if plan.error is None and mocks.refused:  # `pulumi up` would fail there: no outputs

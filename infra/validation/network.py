@@ -56,6 +56,21 @@ def free_vpc_cidr(
     return None
 
 
+def public_ip_problems(network: NetworkSpec, efa: bool) -> list[Problem]:
+    if not (network.public_ip and efa):
+        return []
+    return [
+        Problem(
+            path=key("network.publicIp"),
+            received=True,
+            problem="AWS cannot auto-assign a public IPv4 address to an instance with "
+            "several network interfaces (EFA adds one per network card)",
+            allowed="false (reach nodes with SSM Session Manager)",
+            fix="pulumi config set --path network.publicIp false",
+        )
+    ]
+
+
 def check_network(
     network: NetworkSpec, node_count: int, ips_per_node: int, efa: bool
 ) -> tuple[SubnetLayout | None, list[Problem]]:
@@ -131,17 +146,7 @@ def check_network(
                     "an entry or use a smaller VPC",
                 )
             )
-    if network.public_ip and efa:
-        problems.append(
-            Problem(
-                path=key("network.publicIp"),
-                received=True,
-                problem="AWS cannot auto-assign a public IPv4 address to an instance with "
-                "several network interfaces (EFA adds one per network card)",
-                allowed="false (reach nodes with SSM Session Manager)",
-                fix="pulumi config set --path network.publicIp false",
-            )
-        )
+    problems += public_ip_problems(network, efa)
     node_subnet = public if network.public_ip else private
     # the endpoints this stack creates; turning the NAT gateway off later is checked then
     endpoints = len(interface_endpoints(network.nat_gateway))

@@ -13,6 +13,7 @@ from gpu_cluster.components.cidr import (
     service_layout,
 )
 from gpu_cluster.components.cost_controls import CostControls
+from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.components.purchase import Purchase, is_single_instance
 from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
@@ -37,6 +38,11 @@ from gpu_cluster.infra.validation.compute import (
     pick_instance_type,
 )
 from gpu_cluster.infra.validation.cost_controls import check_cost_controls
+from gpu_cluster.infra.validation.existing_network import (
+    check_existing_network,
+    ignored_keys_warning,
+    uses_existing_network,
+)
 from gpu_cluster.infra.validation.inference import ResolvedInference, check_inference
 from gpu_cluster.infra.validation.names import (
     check_cluster_stack,
@@ -45,7 +51,7 @@ from gpu_cluster.infra.validation.names import (
     check_region,
     check_tags,
 )
-from gpu_cluster.infra.validation.network import check_network
+from gpu_cluster.infra.validation.network import check_network, public_ip_problems
 from gpu_cluster.infra.validation.purchase import check_purchase
 from gpu_cluster.infra.validation.storage import check_fsx, check_storage
 from gpu_cluster.infra.validation.warnings import (
@@ -68,7 +74,7 @@ class ResolvedCluster:
     node_count: int
     efa: bool
     purchase: Purchase
-    layout: SubnetLayout
+    layout: SubnetLayout | None  # None in an existing network
     network: NetworkSpec
     root_volume: RootVolumeSpec
     storage: StorageSpec
@@ -82,6 +88,7 @@ class ResolvedCluster:
     secrets: tuple[str, ...] = ()  # names of the Pulumi secrets the nodes get
     cost_controls: CostControls = field(default_factory=CostControls)
     inference: ResolvedInference | None = None  # role: inference
+    existing_network: ExistingNetwork | None = None  # network.vpcId: the user's own VPC
 
     @property
     def total_gpus(self) -> float:
@@ -183,8 +190,14 @@ def resolve(
     problems += check_dlami_support(spec, facts, catalog)
     problems += check_whole_gpus(spec, facts, efa, catalog)
     slots = nic_layout(facts, efa and facts.efa_supported)
-    layout, found = check_network(spec.network, spec.nodes, ip_addresses_per_node(slots), efa)
-    problems += found
+    existing = layout = None
+    if uses_existing_network(spec.network):
+        zones = serving.zones if serving else (spec.availability_zone or "",)
+        existing, found = check_existing_network(spec.network, spec.role, zones)
+        problems += found + public_ip_problems(spec.network, efa)
+    else:
+        layout, found = check_network(spec.network, spec.nodes, ip_addresses_per_node(slots), efa)
+        problems += found
     if spec.role == "inference" and layout is not None:
         if (
             spec.network.public_subnet_cidr
@@ -200,7 +213,7 @@ def resolve(
                 )
             )
         layout = service_layout(layout)
-    if problems or layout is None or purchase is None:
+    if problems or (layout is None and existing is None) or purchase is None:
         return None, problems
     assert spec.availability_zone is not None
     return (
@@ -215,6 +228,7 @@ def resolve(
             purchase=purchase,
             layout=layout,
             network=spec.network,
+            existing_network=existing,
             root_volume=spec.root_volume,
             storage=spec.storage,
             ami=spec.ami,
@@ -233,7 +247,7 @@ def resolve(
 
 
 def cluster_warnings(
-    spec: StackSpec, facts: InstanceFacts, layout: SubnetLayout, known_stacks: list[str]
+    spec: StackSpec, facts: InstanceFacts, layout: SubnetLayout | None, known_stacks: list[str]
 ) -> tuple[str, ...]:
     hourly = on_demand_hourly(spec.region, facts.instance_type)
     found = [
@@ -244,7 +258,7 @@ def cluster_warnings(
             facts.vcpus * spec.nodes,
             hourly * spec.nodes if hourly else None,
         ),
-        vpc_warning(layout.vpc),
+        vpc_warning(layout.vpc) if layout else ignored_keys_warning(spec.network),
         air_gapped_install_warning(spec.network.nat_gateway, spec.fsx is not None),
     ]
     if spec.storage.source == "stack" and spec.storage.stack:

@@ -1,0 +1,87 @@
+"""The program's check of an existing network (network.vpcId): the subnet's zone when the stack
+names none, and what EC2 says about the VPC against what the stack asks of it. Offline (the
+plan engine sets no lookup) the plan says it did not look; `gpuc preflight` does."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+
+import pulumi
+from gpu_cluster.components.network import ExistingNetwork
+from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
+from gpu_cluster.infra.errors import AwsError, ConfigError
+from gpu_cluster.infra.spec import PROJECT
+from gpu_cluster.infra.validation import ResolvedCluster
+from gpu_cluster.infra.validation.existing_network import SUBNET_ID, VPC_ID
+from gpu_cluster.infra.validation.network_facts import (
+    NetworkFacts,
+    check_network_facts,
+    needs_for,
+)
+
+NetworkLookup = Callable[[ExistingNetwork, str], NetworkFacts]
+NOT_READ = (
+    "network.vpcId {vpc}: the offline plan does not read your VPC; `gpuc preflight --stack "
+    "{stack}` checks its subnets' zones, the routes to S3 and the AWS APIs, DNS, free addresses "
+    "and flow logs (and `pulumi up` checks them again before it creates anything)"
+)
+
+
+def describe_live(existing: ExistingNetwork, region: str) -> NetworkFacts:
+    from gpu_cluster.infra.aws.network_facts import describe_network  # boto3 when needed
+
+    return describe_network(existing, region)
+
+
+def with_subnet_zone(config: Mapping[str, str], lookup: NetworkLookup | None) -> dict[str, str]:
+    """A cluster in an existing subnet takes the subnet's zone when availabilityZone is unset."""
+    result = dict(config)
+    zone_key, region = f"{PROJECT}:availabilityZone", config.get("aws:region", "us-east-1")
+    if lookup is None or zone_key in config or config.get(f"{PROJECT}:role") == "inference":
+        return result
+    try:
+        network = json.loads(config.get(f"{PROJECT}:network", "{}"))
+        vpc, subnet = network["vpcId"], network["subnetIds"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return result
+    if not (isinstance(vpc, str) and VPC_ID.match(vpc) and SUBNET_ID.match(str(subnet))):
+        return result  # the config checks say what is wrong
+    try:
+        facts = lookup(ExistingNetwork(vpc_id=vpc, subnet_ids=(subnet,)), region)
+    except AwsError as error:
+        pulumi.log.warn(f"could not read subnet {subnet}'s zone: {error}")
+        return result
+    if subnet in facts.subnets:
+        result[zone_key] = facts.subnets[subnet].zone
+    return result
+
+
+def with_network_facts(spec: ResolvedCluster, lookup: NetworkLookup | None) -> ResolvedCluster:
+    """The spec, with the network's warnings; a ConfigError when the stack cannot work there."""
+    existing = spec.existing_network
+    if existing is None:
+        return spec
+    if lookup is None:
+        note = NOT_READ.format(vpc=existing.vpc_id, stack=spec.stack)
+        return dataclasses.replace(spec, warnings=(*spec.warnings, note))
+    try:
+        facts = lookup(existing, spec.region)
+    except AwsError as error:
+        note = f"could not check network.vpcId {existing.vpc_id}: {error}"
+        return dataclasses.replace(spec, warnings=(*spec.warnings, note))
+    problems, warnings = check_network_facts(existing, network_needs(spec), facts)
+    if problems:
+        raise ConfigError(spec.stack, problems)
+    return dataclasses.replace(spec, warnings=(*spec.warnings, *warnings))
+
+
+def network_needs(spec: ResolvedCluster):
+    if spec.inference is not None:
+        zones, nodes, ips = tuple(spec.inference.zones), spec.inference.max_nodes, 1
+    else:
+        zones, nodes = (spec.availability_zone,), spec.node_count
+        ips = ip_addresses_per_node(nic_layout(spec.facts, spec.efa and spec.facts.efa_supported))
+    role = "cluster" if spec.inference is None else "inference"
+    return needs_for(role, zones, nodes, ips, spec.network)
