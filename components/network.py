@@ -126,7 +126,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                 services=existing.create_endpoints,
                 subnet_ids=list(existing.subnet_ids),
                 https_from={"referenced_security_group_id": self.node_security_group.id},
-                source="the cluster's nodes",
+                source="the cluster nodes",
             )
 
     def _created(self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions) -> None:

@@ -376,6 +376,33 @@ def run_data_preflight(spec: ResolvedData, aws: Clients) -> list[Check]:
     return [identity, bucket]
 
 
+def check_existing_network(spec: ResolvedCluster, aws: Clients) -> Check | None:
+    """network.vpcId: the same checks the program runs before it creates anything."""
+    from gpu_cluster.infra.aws.network_facts import describe_network
+    from gpu_cluster.infra.network_check import network_needs
+    from gpu_cluster.infra.validation.network_facts import check_network_facts
+
+    existing = spec.existing_network
+    if existing is None:
+        return None
+    facts = describe_network(existing, spec.region, aws.ec2)
+    problems, warnings = check_network_facts(existing, network_needs(spec), facts)
+    if problems:
+        return Check(
+            "network",
+            FAIL,
+            "; ".join(f"{p.path.split(':', 1)[-1]}: {p.problem}" for p in problems),
+            fix="; ".join(p.fix for p in problems),
+        )
+    where = ", ".join(
+        f"{s} ({facts.subnets[s].zone}, {facts.subnets[s].free_addresses} free)"
+        for s in existing.subnet_ids
+    )
+    if warnings:
+        return Check("network", WARN, f"{existing.vpc_id}: {where}; " + "; ".join(warnings))
+    return Check("network", PASS, f"{existing.vpc_id}: {where}")
+
+
 def run_preflight(
     spec: ResolvedCluster, aws: Clients, on_check: Callable[[Check], None] | None = None
 ) -> list[Check]:
@@ -403,4 +430,5 @@ def run_preflight(
     run("spot", lambda: check_spot(spec, aws))
     run("launch (dry run)", lambda: check_dry_run(spec, aws, image_id))
     run("bucket name", lambda: check_bucket(spec, aws, account))
+    run("network", lambda: check_existing_network(spec, aws))
     return checks
