@@ -130,12 +130,10 @@ def network(
     if nat:
         public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.7.200.0/24", AvailabilityZone=zone)
         eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
-        gateway = ec2.create_nat_gateway(
-            SubnetId=public["Subnet"]["SubnetId"], AllocationId=eip
-        )["NatGateway"]["NatGatewayId"]
-        ec2.create_route(
-            RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=gateway
-        )
+        gateway = ec2.create_nat_gateway(SubnetId=public["Subnet"]["SubnetId"], AllocationId=eip)[
+            "NatGateway"
+        ]["NatGatewayId"]
+        ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=gateway)
     if s3_endpoint:
         ec2.create_vpc_endpoint(
             VpcId=vpc,
@@ -286,17 +284,17 @@ def test_a_subnet_of_another_vpc_is_refused():
 
 
 @mock_aws
-def test_preflight_reports_the_network(monkeypatch):
+def test_preflight_reports_the_network():
     vpc, subnet, _ = network()
     aws = Clients(ec2=boto3.client("ec2", region_name="us-east-1"), sts=None, quotas=None, s3=None)
     good = check_existing_network(load_spec(train_in(vpc, subnet), "train"), aws)
     assert good.status == WARN and f"{subnet} (us-east-1a" in good.detail
     bare, bare_subnet, _ = network(nat=False, s3_endpoint=False, flow_log=True)
     bad = check_existing_network(load_spec(train_in(bare, bare_subnet), "train"), aws)
-    assert bad.status == FAIL and "no route to S3" in bad.detail and "create-vpc-endpoint" in bad.fix
+    assert bad.status == FAIL and "no route to S3" in bad.detail
+    assert "create-vpc-endpoint" in bad.fix
     ready, ready_subnet, _ = network(flow_log=True)
-    assert check_existing_network(load_spec(train_in(ready, ready_subnet), "train"), aws).status == (
-        PASS
-    )
+    ready_spec = load_spec(train_in(ready, ready_subnet), "train")
+    assert check_existing_network(ready_spec, aws).status == PASS
     created = load_spec({**TRAIN_LIKE}, "train")
     assert check_existing_network(created, aws) is None
