@@ -93,7 +93,9 @@ class ServingStack(pulumi.ComponentResource):
                 extra_zones=tuple(
                     (zone, private, public)
                     for zone, (private, public) in zip(serving.zones[1:], extra, strict=True)
-                ),
+                )
+                if args.layout
+                else (),  # an existing network: the user's subnets, one per zone
                 existing=args.existing_network,
                 tags=args.tags,
             ),

@@ -298,3 +298,48 @@ def test_preflight_reports_the_network():
     assert check_existing_network(ready_spec, aws).status == PASS
     created = load_spec({**TRAIN_LIKE}, "train")
     assert check_existing_network(created, aws) is None
+
+
+def inference_in(vpc: str, nodes: list[str], balancer: list[str]) -> dict[str, str]:
+    config = load_stack_config("inference", ROOT)
+    return {
+        **config,
+        "gpu-cluster:network": json.dumps(
+            {"vpcId": vpc, "subnetIds": nodes, "loadBalancerSubnetIds": balancer}
+        ),
+    }
+
+
+def test_an_inference_service_uses_the_users_subnets_and_public_subnets():
+    nodes = ["subnet-0a1b2c3d4e5f60781", "subnet-0a1b2c3d4e5f60782"]
+    balancer = ["subnet-0a1b2c3d4e5f60783", "subnet-0a1b2c3d4e5f60784"]
+    plan = run_plan("inference", inference_in(VPC, nodes, balancer))
+    assert plan.error is None, plan.error
+    for network_type in NETWORK_TYPES:
+        assert not plan.of_type(network_type), network_type
+    assert plan.state(only(plan, "aws:lb/loadBalancer:LoadBalancer"))["subnets"] == balancer
+    assert plan.state(only(plan, "aws:autoscaling/group:Group"))["vpcZoneIdentifiers"] == nodes
+    one_zone = problems_of(run_plan("inference", inference_in(VPC, nodes[:1], balancer[:1])))
+    assert "one subnet per zone" in one_zone["network.subnetIds"].problem
+    assert "network.loadBalancerSubnetIds" in one_zone
+
+
+@mock_aws
+def test_a_load_balancer_subnet_without_an_internet_gateway_route_is_refused():
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    zones = json.loads(load_stack_config("inference", ROOT)["gpu-cluster:inference"])[
+        "availabilityZones"
+    ]
+    vpc, first, _ = network(zone=zones[0])
+    second = ec2.create_subnet(VpcId=vpc, CidrBlock="10.7.1.0/24", AvailabilityZone=zones[1])
+    # public-looking subnets whose route table has no internet gateway (the main table)
+    balancer = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.7.{10 + i}.0/24", AvailabilityZone=zone)[
+            "Subnet"
+        ]["SubnetId"]
+        for i, zone in enumerate(zones)
+    ]
+    config = inference_in(vpc, [first, second["Subnet"]["SubnetId"]], balancer)
+    plan = run_plan("inference", config, network_lookup=describe_network)
+    problem = problems_of(plan)["network.loadBalancerSubnetIds"]
+    assert "no default route to an internet gateway" in problem.problem
