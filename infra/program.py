@@ -115,32 +115,34 @@ def smoke_test_command(url: str, kind: str, readiness: str) -> str:
     return f"curl -fsS {url}{readiness} && curl -fsS {probe}"
 
 
+def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
+    assert spec.inference is not None
+    return ServingStackArgs(
+        facts=spec.facts,
+        serving=spec.inference,
+        region=spec.region,
+        layout=spec.layout,
+        storage=storage_args(spec),
+        purchase=spec.purchase,
+        ami_ssm_parameter=spec.ami.ssm_parameter,
+        ami_id=spec.ami.id,
+        ami_release=spec.ami.release,
+        root_volume=RootVolume(
+            size_gib=spec.root_volume.size_gib,
+            iops=spec.root_volume.iops,
+            throughput_mibps=spec.root_volume.throughput,
+        ),
+        scope="" if spec.name == spec.stack else spec.stack,
+        cost_controls=spec.cost_controls,
+        existing_network=spec.existing_network,
+        tags=cluster_tags(spec.name, spec.tags, spec.stack),
+    )
+
+
 def deploy_inference(spec: ResolvedCluster) -> ServingStack:
     serving = spec.inference
     assert serving is not None
-    stack = ServingStack(
-        spec.name,
-        ServingStackArgs(
-            facts=spec.facts,
-            serving=serving,
-            region=spec.region,
-            layout=spec.layout,
-            storage=storage_args(spec),
-            purchase=spec.purchase,
-            ami_ssm_parameter=spec.ami.ssm_parameter,
-            ami_id=spec.ami.id,
-            ami_release=spec.ami.release,
-            root_volume=RootVolume(
-                size_gib=spec.root_volume.size_gib,
-                iops=spec.root_volume.iops,
-                throughput_mibps=spec.root_volume.throughput,
-            ),
-            scope="" if spec.name == spec.stack else spec.stack,
-            cost_controls=spec.cost_controls,
-            existing_network=spec.existing_network,
-            tags=cluster_tags(spec.name, spec.tags, spec.stack),
-        ),
-    )
+    stack = ServingStack(spec.name, serving_args(spec))
     for warning in spec.warnings:
         pulumi.log.warn(warning)
     pulumi.export("configWarnings", list(spec.warnings))
@@ -182,41 +184,46 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
     return stack
 
 
-def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
-    cluster = GpuCluster(
-        spec.name,
-        GpuClusterArgs(
-            facts=spec.facts,
-            node_count=spec.node_count,
-            efa=spec.efa,
-            region=spec.region,
-            availability_zone=spec.availability_zone,
-            layout=spec.layout,
-            storage=storage_args(spec),
-            purchase=spec.purchase,
-            ami_ssm_parameter=spec.ami.ssm_parameter,
-            ami_id=spec.ami.id,
-            ami_release=spec.ami.release,
-            fsx=(
-                LustreSize(spec.fsx.storage_capacity_gib, spec.fsx.throughput_per_tib)
-                if spec.fsx
-                else None
-            ),
-            root_volume=RootVolume(
-                size_gib=spec.root_volume.size_gib,
-                iops=spec.root_volume.iops,
-                throughput_mibps=spec.root_volume.throughput,
-            ),
-            nat_gateway=spec.network.nat_gateway,
-            public_ip=spec.network.public_ip,
-            existing_network=spec.existing_network,
-            scope="" if spec.name == spec.stack else spec.stack,
-            container_network=spec.container_network,
-            secrets=cluster_secrets(spec.secrets),
-            cost_controls=spec.cost_controls,
-            tags=cluster_tags(spec.name, spec.tags, spec.stack),
+def cluster_args(
+    spec: ResolvedCluster, secrets: dict[str, pulumi.Input[str]] | None = None
+) -> GpuClusterArgs:
+    """The component's args from a resolved stack (``secrets``: the values; by default read
+    from the stack's config)."""
+    return GpuClusterArgs(
+        facts=spec.facts,
+        node_count=spec.node_count,
+        efa=spec.efa,
+        region=spec.region,
+        availability_zone=spec.availability_zone,
+        layout=spec.layout,
+        storage=storage_args(spec),
+        purchase=spec.purchase,
+        ami_ssm_parameter=spec.ami.ssm_parameter,
+        ami_id=spec.ami.id,
+        ami_release=spec.ami.release,
+        fsx=(
+            LustreSize(spec.fsx.storage_capacity_gib, spec.fsx.throughput_per_tib)
+            if spec.fsx
+            else None
         ),
+        root_volume=RootVolume(
+            size_gib=spec.root_volume.size_gib,
+            iops=spec.root_volume.iops,
+            throughput_mibps=spec.root_volume.throughput,
+        ),
+        nat_gateway=spec.network.nat_gateway,
+        public_ip=spec.network.public_ip,
+        existing_network=spec.existing_network,
+        scope="" if spec.name == spec.stack else spec.stack,
+        container_network=spec.container_network,
+        secrets=cluster_secrets(spec.secrets) if secrets is None else secrets,
+        cost_controls=spec.cost_controls,
+        tags=cluster_tags(spec.name, spec.tags, spec.stack),
     )
+
+
+def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
+    cluster = GpuCluster(spec.name, cluster_args(spec))
     for warning in spec.warnings:
         pulumi.log.warn(warning)
     pulumi.export("configWarnings", list(spec.warnings))
@@ -296,22 +303,22 @@ def cost_notes(spec: ResolvedCluster, estimate, ami_min_root_gib: int) -> list[s
     return notes
 
 
-def deploy_data(spec: ResolvedData) -> DataVault:
+def vault_args(spec: ResolvedData) -> DataVaultArgs:
     identity = aws.get_caller_identity_output()
-    vault = DataVault(
-        spec.name,
-        DataVaultArgs(
-            bucket_name=spec.bucket
-            or data_bucket_name(spec.name, identity.account_id, spec.region),
-            account_id=identity.account_id,
-            partition=aws.get_partition_output().partition,
-            region=spec.region,
-            audit_trail=spec.audit_trail,
-            ebs_encryption_by_default=spec.ebs_encryption_by_default,
-            snapshot_block_public_access=spec.snapshot_block_public_access,
-            tags=cluster_tags(spec.name, spec.tags),
-        ),
+    return DataVaultArgs(
+        bucket_name=spec.bucket or data_bucket_name(spec.name, identity.account_id, spec.region),
+        account_id=identity.account_id,
+        partition=aws.get_partition_output().partition,
+        region=spec.region,
+        audit_trail=spec.audit_trail,
+        ebs_encryption_by_default=spec.ebs_encryption_by_default,
+        snapshot_block_public_access=spec.snapshot_block_public_access,
+        tags=cluster_tags(spec.name, spec.tags),
     )
+
+
+def deploy_data(spec: ResolvedData) -> DataVault:
+    vault = DataVault(spec.name, vault_args(spec))
     pulumi.export("bucketName", vault.bucket_name)
     pulumi.export("bucketArn", vault.bucket_arn)
     pulumi.export("kmsKeyArn", vault.kms_key_arn)

@@ -173,6 +173,9 @@ def resolve(
     problems += check_root_volume(spec.root_volume)
     if facts is None:
         # One IP per node is a lower bound, so any network problem found here is real.
+        if uses_existing_network(spec.network):
+            zones = (spec.availability_zone or "",)
+            return None, problems + check_existing_network(spec.network, spec.role, zones)[1]
         return None, problems + check_network(spec.network, spec.nodes, 1, efa=False)[1]
     efa, found = check_efa(spec, facts, catalog)
     problems += found

@@ -1,0 +1,309 @@
+"""The public component API: GpuCluster, InferenceService and DataStore for your own Pulumi
+program, with plain values (and Pulumi inputs for the ids and names another resource gives).
+
+Arguments are the stack file's keys in snake_case (``instance_type``, ``nodes``,
+``availability_zone``, ``network={"vpc_id": ..., "subnet_ids": [...]}``, ``storage``,
+``purchase_option``, ``idle_stop``, ``tags``, ...; the README lists them). They go through the
+same checks as a stack file, and every problem is raised at once, before anything is created,
+as one Pulumi error that names the argument. The components are the ones this project's own
+program creates (same type tokens, child names and parents), so the URNs are the same."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, get_args
+
+import pulumi
+from gpu_cluster.components.cluster import GpuCluster as ClusterComponent
+from gpu_cluster.components.data_vault import DataVault
+from gpu_cluster.components.serving_stack import ServingStack
+from gpu_cluster.infra import program
+from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.errors import ConfigError, Problem
+from gpu_cluster.infra.network_check import with_network_facts, with_subnet_zone
+from gpu_cluster.infra.spec import PROJECT, StackSpec, StrictModel
+from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "ArgumentError",
+    "DataStore",
+    "DataStoreArgs",
+    "GpuCluster",
+    "GpuClusterArgs",
+    "InferenceService",
+    "InferenceServiceArgs",
+]
+
+# Where a Pulumi input (known only at `pulumi up`) may stand: ids and names another resource
+# gives. It is checked as a valid stand-in of its kind, then passed on as the input itself.
+STAND_INS = {
+    "network.vpcId": "vpc-00000000",
+    "network.subnetIds": "subnet-{index:08x}",
+    "network.loadBalancerSubnetIds": "subnet-{index:08x}",
+    "network.securityGroupIds": "sg-{index:08x}",
+    "storage.bucket": "gpuc-input-bucket",
+    "storage.kmsKeyArn": "arn:aws:kms:us-east-1:000000000000:key/"
+    "00000000-0000-0000-0000-000000000000",
+}
+STAND_IN_OFFSET = {"network.loadBalancerSubnetIds": 0x8000}
+
+
+class ArgumentError(ConfigError):
+    """Every problem of a component's arguments, named as arguments; nothing was created."""
+
+    def __init__(self, component: str, name: str, problems: list[Problem]) -> None:
+        self.component = component
+        named = [as_argument(component, p) for p in problems]
+        super().__init__(name, named)
+        self.args = (
+            "\n".join(
+                [
+                    f"{component}('{name}') has {len(named)} argument problem"
+                    f"{'s' if len(named) != 1 else ''}; nothing was created:",
+                    *(problem.render() for problem in named),
+                ]
+            ),
+        )
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def snake(path: str) -> str:
+    """`network.subnetIds[0]` -> `network.subnet_ids[0]`."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m[1].lower(), path)
+
+
+FIX_COMMAND = re.compile(
+    r"pulumi config (set|rm)(?: --(?:path|secret|plaintext))* (\S+)(?: (\S+))?"
+)
+
+
+def as_argument(component: str, problem: Problem) -> Problem:
+    path = problem.path.split(":", 1)[1] if problem.path.startswith(f"{PROJECT}:") else problem.path
+    argument = f"{component}Args.{snake(path)}" if path != "region" else "region"
+
+    def fix(match: re.Match[str]) -> str:
+        verb, key, value = match[1], snake(match[2].split(":", 1)[-1]), match[3]
+        return f"leave out {key}," if verb == "rm" else f"set {key}={value or '<value>'}"
+
+    unknown_key = problem.problem.startswith("unknown key")
+    return dataclasses.replace(
+        problem,
+        path=argument,
+        allowed=snake(problem.allowed) if unknown_key else problem.allowed,
+        fix=FIX_COMMAND.sub(fix, problem.fix),
+    )
+
+
+def _model_of(annotation: Any) -> type[StrictModel] | None:
+    for option in (annotation, *get_args(annotation)):
+        if isinstance(option, type) and issubclass(option, StrictModel):
+            return option
+    return None
+
+
+def _camel(value: Any, model: type[StrictModel] | None, path: str, inputs: dict) -> Any:
+    """Snake-case keys of the stack file's models to its camelCase; inputs to stand-ins."""
+    if isinstance(value, pulumi.Output):
+        base = re.sub(r"\[\d+\]$", "", path)
+        index = int(path.rsplit("[", 1)[1][:-1]) if path.endswith("]") else 0
+        if base not in STAND_INS:
+            return value  # the shape check names it: a plain value is needed there
+        stand_in = STAND_INS[base].format(index=index + STAND_IN_OFFSET.get(base, 0) + 1)
+        inputs[stand_in] = value
+        return stand_in
+    if isinstance(value, Mapping) and model is not None:
+        result = {}
+        for key, item in value.items():
+            field = model.model_fields.get(key)
+            name = to_camel(key) if field is not None else key
+            inner = _model_of(field.annotation) if field is not None else None
+            result[name] = _camel(item, inner, f"{path}.{name}".lstrip("."), inputs)
+        return result
+    if isinstance(value, list | tuple):
+        return [_camel(v, model, f"{path}[{i}]", inputs) for i, v in enumerate(value)]
+    return value
+
+
+def stack_config(
+    role: str, name: str, region: str | None, settings: Mapping[str, Any]
+) -> tuple[dict[str, str], dict[str, pulumi.Output]]:
+    """The config Pulumi would hand the program for these settings, and the inputs that stand
+    behind stand-in values."""
+    inputs: dict[str, pulumi.Output] = {}
+    config = {"aws:region": region or pulumi.Config("aws").get("region") or "us-east-1"}
+    for key, value in {"role": role, "cluster_name": name, **settings}.items():
+        field = StackSpec.model_fields.get(key)
+        camel = to_camel(key) if field is not None else key
+        converted = _camel(value, _model_of(field.annotation) if field else None, camel, inputs)
+        if isinstance(converted, str):
+            config[f"{PROJECT}:{camel}"] = converted
+        else:
+            config[f"{PROJECT}:{camel}"] = json.dumps(converted, default=repr)
+    return config, inputs
+
+
+def _restore(value: Any, inputs: Mapping[str, pulumi.Output]) -> Any:
+    if isinstance(value, str):
+        return inputs.get(value, value)
+    if isinstance(value, tuple):
+        return tuple(_restore(v, inputs) for v in value)
+    return value
+
+
+def resolve(component: str, role: str, name: str, region: str | None, settings: Mapping[str, Any]):
+    """The resolved spec, with each stand-in replaced by its input again; ArgumentError when
+    anything is wrong (the network and a reservation are checked as the program checks them)."""
+    config, inputs = stack_config(role, name, region, settings)
+    try:
+        if not inputs:
+            config = with_subnet_zone(config, program.network_lookup)
+        spec = load_spec(config, pulumi.get_stack())
+        if isinstance(spec, ResolvedCluster):
+            if not inputs:  # ids known only at `pulumi up` are checked by AWS then
+                spec = with_network_facts(spec, program.network_lookup)
+            spec = program.with_block_end(
+                spec, program.check_reservation(spec, program.live_lookup)
+            )
+    except ConfigError as error:
+        raise ArgumentError(component, name, error.problems) from None
+    if isinstance(spec, ResolvedCluster) and spec.existing_network is not None:
+        existing = spec.existing_network
+        spec = dataclasses.replace(
+            spec,
+            existing_network=dataclasses.replace(
+                existing,
+                **{
+                    f.name: _restore(getattr(existing, f.name), inputs)
+                    for f in dataclasses.fields(existing)
+                },
+            ),
+        )
+    storage = getattr(spec, "storage", None)
+    if storage is not None and inputs:
+        spec = dataclasses.replace(
+            spec,
+            storage=storage.model_copy(
+                update={
+                    "bucket": _restore(storage.bucket, inputs),
+                    "kms_key_arn": _restore(storage.kms_key_arn, inputs),
+                }
+            ),
+        )
+    for warning in spec.warnings if hasattr(spec, "warnings") else ():
+        pulumi.log.warn(f"{component}('{name}'): {warning}")
+    return spec
+
+
+class _Args:
+    role = "cluster"
+
+    def __init__(self, region: str | None = None, **settings: Any) -> None:
+        self.region = region
+        self.settings = settings
+
+
+class GpuClusterArgs(_Args):
+    """A training (or dev) cluster: the stack file's keys in snake_case, e.g.
+    ``GpuClusterArgs(instance_type="p4d.24xlarge", nodes=4, availability_zone="us-east-1a",
+    network={"vpc_id": vpc.id, "subnet_ids": [subnet.id]}, storage={"source": "create"})``, or
+    by GPU (``gpu="H100", gpus_per_node=8``). ``secrets``: name -> value (a Pulumi secret),
+    stored as SSM SecureString parameters for the nodes."""
+
+    def __init__(
+        self,
+        region: str | None = None,
+        secrets: Mapping[str, pulumi.Input[str]] | None = None,
+        **settings: Any,
+    ) -> None:
+        self.secret_values = dict(secrets or {})
+        if self.secret_values:
+            settings["secrets"] = list(self.secret_values)
+        super().__init__(region, **settings)
+
+
+class GpuCluster(ClusterComponent):
+    """GPU nodes (EFA, placement group, the purchase option), their network (created, or the
+    one given), KMS key, IAM, storage and cost controls.
+
+    Outputs (attributes): ``bucket_name``, ``total_gpus``, ``node_group_name`` (None for a
+    single dev box, which has ``private_ips``), ``job_command`` (torchrun), ``ssm_commands``,
+    ``efa_interfaces_per_node``, ``expected_busbw_gbytes``, ``network.vpc_id``,
+    ``network.node_subnet_id``, ``network.node_security_group``, ``estimated_usd_per_hour``,
+    and ``spec`` (the resolved, checked settings)."""
+
+    def __init__(
+        self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = resolve("GpuCluster", "cluster", name, args.region, args.settings)
+        assert isinstance(spec, ResolvedCluster)
+        if spec.inference is not None:
+            raise ArgumentError(
+                "GpuCluster",
+                name,
+                [
+                    Problem(
+                        path=f"{PROJECT}:role",
+                        received="inference",
+                        problem="an inference service is its own component",
+                        allowed="cluster",
+                        fix="use InferenceService(name, InferenceServiceArgs(...))",
+                    )
+                ],
+            )
+        self.spec = spec
+        super().__init__(name, program.cluster_args(spec, args.secret_values), opts)
+        self.estimated_usd_per_hour = self.ami.min_root_gib.apply(
+            lambda gib: round(program.priced_cluster(spec, gib).hourly_usd, 2)
+        )
+
+
+class InferenceServiceArgs(_Args):
+    """A model server behind an HTTPS load balancer across zones: the stack file's keys in
+    snake_case, with ``inference={"model_uri": ..., "availability_zones": [...], ...}``; in an
+    existing network also ``network={"vpc_id", "subnet_ids" (one per zone),
+    "load_balancer_subnet_ids"}``."""
+
+    role = "inference"
+
+
+class InferenceService(ServingStack):
+    """Outputs: ``url``, ``service`` (its ``group``), ``network``, and ``spec``."""
+
+    def __init__(
+        self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = resolve("InferenceService", "inference", name, args.region, args.settings)
+        assert isinstance(spec, ResolvedCluster)
+        self.spec = spec
+        super().__init__(name, program.serving_args(spec), opts)
+
+
+class DataStoreArgs(_Args):
+    """The bucket for datasets and checkpoints with its KMS key, kept on `pulumi destroy`:
+    ``bucket`` (a name; by default one from the name, account and region), ``audit_trail``,
+    ``ebs_encryption_by_default``, ``snapshot_block_public_access``, ``tags``."""
+
+    role = "data"
+
+    def __init__(self, region: str | None = None, **settings: Any) -> None:
+        if "bucket" in settings:  # the stack file's storage.bucket, for this role
+            settings["storage"] = {"bucket": settings.pop("bucket")}
+        super().__init__(region, **settings)
+
+
+class DataStore(DataVault):
+    """Outputs: ``bucket_name``, ``bucket_arn``, ``kms_key_arn``, and ``spec``."""
+
+    def __init__(
+        self, name: str, args: DataStoreArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = resolve("DataStore", "data", name, args.region, args.settings)
+        assert isinstance(spec, ResolvedData)
+        self.spec = spec
+        super().__init__(name, program.vault_args(spec), opts)
