@@ -22,3 +22,24 @@ try:
     __version__ = version("gpu-cluster")
 except PackageNotFoundError:  # a checkout that was never installed
     __version__ = "0+unknown"
+
+# The public components, for your own Pulumi program (gpu_cluster.infra.api). Imported when
+# first used, so `import gpu_cluster` (and `gpuc --version`) stays light.
+__all__ = [
+    "ArgumentError",
+    "DataStore",
+    "DataStoreArgs",
+    "GpuCluster",
+    "GpuClusterArgs",
+    "InferenceService",
+    "InferenceServiceArgs",
+    "__version__",
+]
+
+
+def __getattr__(name: str):
+    if name in __all__ and name != "__version__":
+        from gpu_cluster.infra import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'gpu_cluster' has no attribute {name!r}")

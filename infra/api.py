@@ -96,7 +96,9 @@ def as_argument(component: str, problem: Problem) -> Problem:
         problem,
         path=argument,
         allowed=snake(problem.allowed) if unknown_key else problem.allowed,
-        fix=FIX_COMMAND.sub(fix, problem.fix),
+        fix=re.sub(r"'(\w+)'", lambda m: f"'{snake(m[1])}'", FIX_COMMAND.sub(fix, problem.fix))
+        if unknown_key
+        else FIX_COMMAND.sub(fix, problem.fix),
     )
 
 
@@ -113,7 +115,8 @@ def _camel(value: Any, model: type[StrictModel] | None, path: str, inputs: dict)
         base = re.sub(r"\[\d+\]$", "", path)
         index = int(path.rsplit("[", 1)[1][:-1]) if path.endswith("]") else 0
         if base not in STAND_INS:
-            return value  # the shape check names it: a plain value is needed there
+            inputs[f"plain:{path}"] = value  # checked before anything exists: resolve says so
+            return None
         stand_in = STAND_INS[base].format(index=index + STAND_IN_OFFSET.get(base, 0) + 1)
         inputs[stand_in] = value
         return stand_in
@@ -160,6 +163,23 @@ def resolve(component: str, role: str, name: str, region: str | None, settings: 
     """The resolved spec, with each stand-in replaced by its input again; ArgumentError when
     anything is wrong (the network and a reservation are checked as the program checks them)."""
     config, inputs = stack_config(role, name, region, settings)
+    plain = [p.removeprefix("plain:") for p in inputs if p.startswith("plain:")]
+    if plain:
+        raise ArgumentError(
+            component,
+            name,
+            [
+                Problem(
+                    path=f"{PROJECT}:{path}",
+                    received="a Pulumi Output",
+                    problem="is checked before anything is created, so it must be a plain value",
+                    allowed="the value itself; Outputs may stand only for ids and names: "
+                    + ", ".join(snake(p) for p in STAND_INS),
+                    fix="pass the value itself (read it from pulumi.Config, not an Output)",
+                )
+                for path in plain
+            ],
+        )
     try:
         if not inputs:
             config = with_subnet_zone(config, program.network_lookup)
@@ -223,7 +243,8 @@ class GpuClusterArgs(_Args):
     ) -> None:
         self.secret_values = dict(secrets or {})
         if self.secret_values:
-            settings["secrets"] = list(self.secret_values)
+            # the config holds the values; only their names are checked (never shown)
+            settings["secrets"] = {name: {"secure": "input"} for name in self.secret_values}
         super().__init__(region, **settings)
 
 
@@ -292,8 +313,9 @@ class DataStoreArgs(_Args):
     role = "data"
 
     def __init__(self, region: str | None = None, **settings: Any) -> None:
-        if "bucket" in settings:  # the stack file's storage.bucket, for this role
-            settings["storage"] = {"bucket": settings.pop("bucket")}
+        # the stack file's storage (source create; the bucket's name, if given)
+        bucket = {"bucket": settings.pop("bucket")} if "bucket" in settings else {}
+        settings.setdefault("storage", {"source": "create", **bucket})
         super().__init__(region, **settings)
 
 

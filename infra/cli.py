@@ -17,11 +17,18 @@ EXIT_CONFIG = INPUT  # kept for callers of the old name
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from gpu_cluster.infra.overrides import stack_config
+    from gpu_cluster.infra.overrides import apply_overrides, stack_config
     from gpu_cluster.infra.plan.engine import run_plan
     from gpu_cluster.infra.plan.render import preview_json, text_tree
 
-    plan = run_plan(args.stack, stack_config(args.stack, args.overrides), preview=True)
+    if args.program:
+        from gpu_cluster.infra.stack_files import program_of
+
+        project, program, config = program_of(Path(args.program), args.stack)
+        config = apply_overrides(config, args.overrides)
+        plan = run_plan(args.stack, config, program=program, preview=True, project=project)
+    else:
+        plan = run_plan(args.stack, stack_config(args.stack, args.overrides), preview=True)
     if plan.error is not None:
         raise from_exception(plan.error)
     if args.json:
@@ -487,6 +494,11 @@ def parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="plan a stack offline (no Pulumi CLI, no credentials)")
     plan.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", action="store_true", help="print the `pulumi preview --json` shape")
+    plan.add_argument(
+        "--program",
+        metavar="DIR",
+        help="plan another Pulumi Python project (its Pulumi.yaml and Pulumi.<stack>.yaml)",
+    )
     add_override_options(plan)
     plan.set_defaults(func=cmd_plan)
     diff = sub.add_parser(

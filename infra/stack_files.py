@@ -79,6 +79,23 @@ def to_config_value(value: Any) -> str:
     return pulumi_yaml.config_string(value)
 
 
+def program_of(root: Path, stack: str) -> tuple[str, Path, dict[str, str]]:
+    """A Pulumi Python project's name, program file and stack config, as the CLI reads them:
+    ``main`` (a folder holding __main__.py, or a file; default the project folder)."""
+    if not (root / PROJECT_FILE).is_file():
+        raise StackFileError(f"{root} is not a Pulumi project: no {PROJECT_FILE} in it")
+    project = read_project(root)
+    runtime = project.get("runtime")
+    runtime = runtime.get("name") if isinstance(runtime, dict) else runtime
+    if runtime != "python":
+        raise StackFileError(f"{root / PROJECT_FILE}: runtime {runtime!r}; gpuc plans python")
+    main = root / str(project.get("main") or ".")
+    program = main / "__main__.py" if main.is_dir() else main
+    if not program.is_file():
+        raise StackFileError(f"{root / PROJECT_FILE}: no program at {program}")
+    return str(project.get("name", root.name)), program, load_stack_config(stack, root)
+
+
 def load_stack_config(stack: str, root: Path | None = None) -> dict[str, str]:
     root = root or project_root()
     path = stacks_dir(root) / f"Pulumi.{stack}.yaml"

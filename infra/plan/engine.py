@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import heapq
 import runpy
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,7 @@ def run_plan(
     preview: bool = False,
     network_lookup: NetworkLookup | None = None,
     secret_keys: list[str] | None = None,
+    project: str = PROJECT,
 ) -> Plan:
     """Plan one stack: the program's resources and outputs, or the ConfigError it raised.
     Offline, reservations and an existing network are not looked up unless a
@@ -255,7 +257,7 @@ def run_plan(
     set_all_config(dict(config), list(secret_keys or []))  # as the CLI's --secret keys
     ROOT.set(None)  # a fresh root Stack per plan: no outputs or parents leak between runs
     SETTINGS.outputs.clear()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
     plan = Plan(stack=stack, config=dict(config), secret_keys=tuple(secret_keys or ()))
     # A plan allocates hundreds of thousands of objects and frees almost none of them in cycles,
     # so the cyclic GC only rescans the live heap (all of pulumi_aws included) over and over:
@@ -265,11 +267,16 @@ def run_plan(
     gc.disable()
     live_lookup, infra_program.live_lookup = infra_program.live_lookup, reservation_lookup
     network, infra_program.network_lookup = infra_program.network_lookup, network_lookup
+    # As the language host runs it: the program's folder first on the import path, so a
+    # program's own modules import (pulumi-language-python runs main from its folder).
+    folder = str(Path(program).resolve().parent)
+    sys.path.insert(0, folder)
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
     except ConfigError as error:
         plan.error = error
     finally:
+        sys.path.remove(folder)
         infra_program.live_lookup = live_lookup
         infra_program.network_lookup = network
         if gc_was_enabled:

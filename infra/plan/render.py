@@ -159,7 +159,8 @@ def text_tree(plan: Plan) -> str:
             "NCCL test: `pulumi stack output ncclTestCommand` (all-reduce bus bandwidth; the "
             f"network allows ~{outputs['expectedBusBandwidthGBps']:g} GB/s)"
         )
-    if "url" in outputs:
+    # the summary reads this project's own outputs; another program's are listed below
+    if "url" in outputs and "serving" in outputs:
         serving = outputs["serving"]
         lines += [
             f"Endpoint: {outputs['url']} (HTTPS, {serving['tlsPolicy']}; HTTP redirects to HTTPS)",
@@ -175,7 +176,7 @@ def text_tree(plan: Plan) -> str:
         lines.append(f"Stop paying: {control}")
     for quota, vcpus in outputs.get("vcpuQuotasNeeded", {}).items():
         lines.append(f"EC2 quota needed: {vcpus} vCPUs of '{quota}' (Service Quotas, per region)")
-    if "estimatedUsdPerHour" in outputs:
+    if "estimatedUsdPerHour" in outputs and "gpuUsdPerHour" in outputs:
         hourly, gpu = outputs["estimatedUsdPerHour"], outputs["gpuUsdPerHour"]
         prepaid = outputs.get("costPrepaid") or []
         lines.append(
