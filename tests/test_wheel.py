@@ -4,6 +4,7 @@ from this checkout) works."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -119,3 +120,49 @@ def test_the_package_and_gpuc_report_one_version(capsys):
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"gpuc {gpu_cluster.__version__}"
     assert gpu_cluster.__version__[0].isdigit()
+
+
+def test_the_wheel_installs_into_a_fresh_venv_and_plans_an_example(wheel, tmp_path):
+    """pip installs the wheel with its dependencies (from the package index) into a new
+    virtual environment; there, away from this checkout, it imports as gpu_cluster alone and
+    `gpuc plan --program` plans an example."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    example = shutil.copytree(ROOT / "examples" / "training-in-existing-vpc", tmp_path / "mine")
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m, importlib.util as u, gpu_cluster, json; "
+            "files = m.files('gpu-cluster'); "
+            "print(json.dumps({'top': sorted({str(f).split('/')[0] for f in files "
+            "if not str(f).startswith('..')}), 'file': gpu_cluster.__file__, "
+            "'others': [n for n in ('components', 'infra', 'policy') if u.find_spec(n)]}))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout)
+    assert [t for t in found["top"] if not t.endswith(".dist-info")] == ["gpu_cluster"]
+    assert found["file"].startswith(str(venv)) and found["others"] == []
+    plan = subprocess.run(
+        [str(venv / "bin" / "gpuc"), "plan", "--program", str(example), "--stack", "dev", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    types = {s["newState"]["type"] for s in json.loads(plan.stdout)["steps"]}
+    assert "aws:autoscaling/group:Group" in types and "aws:ec2/vpc:Vpc" not in types

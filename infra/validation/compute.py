@@ -31,7 +31,12 @@ def check_zone(spec: StackSpec, catalog: Catalog) -> list[Problem]:
                 received=NOT_SET,
                 problem="a cluster needs one availability zone "
                 "(EFA and placement groups are zonal)"
-                "",
+                + (
+                    "; with network.subnetIds `pulumi up` takes the subnet's, which the "
+                    "offline plan cannot read"
+                    if spec.network.subnet_ids
+                    else ""
+                ),
                 allowed=", ".join(zones) or "an availability zone of the region",
                 fix="pulumi config set availabilityZone <zone>",
             )
