@@ -10,16 +10,25 @@ import boto3
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only
 from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.infra.aws.network_facts import describe_network
 from gpu_cluster.infra.aws.preflight import FAIL, PASS, WARN, Clients, check_existing_network
 from gpu_cluster.infra.config import load_spec
-from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.errors import ConfigError, Problem
 from gpu_cluster.infra.fixes import apply_fix
 from gpu_cluster.infra.network_check import with_subnet_zone
 from gpu_cluster.infra.overrides import apply_overrides
 from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.spec import NetworkSpec
 from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation.network_facts import (
+    Endpoint,
+    NetworkFacts,
+    SubnetFacts,
+    check_network_facts,
+    needs_for,
+)
 from moto import mock_aws
 
 VPC, SUBNET = "vpc-0a1b2c3d4e5f60789", "subnet-0a1b2c3d4e5f60789"
@@ -257,7 +266,9 @@ def test_too_few_free_addresses_for_the_nodes_interfaces():
 @mock_aws
 def test_dns_hostnames_off_is_refused_with_the_command_that_turns_it_on():
     vpc, subnet, _ = network(dns_hostnames=False)
-    problem = problems_of(planned(train_in(vpc, subnet)))["network.vpcId"]
+    assert planned(train_in(vpc, subnet)).error is None  # out through the NAT: no endpoints
+    config = train_in(vpc, subnet, createEndpoints=["sns"])
+    problem = problems_of(planned(config))["network.vpcId"]
     assert "enableDnsHostnames is off" in problem.problem
     assert f"modify-vpc-attribute --vpc-id {vpc} --enable-dns-hostnames" in problem.fix
 
@@ -343,3 +354,39 @@ def test_a_load_balancer_subnet_without_an_internet_gateway_route_is_refused():
     plan = run_plan("inference", config, network_lookup=describe_network)
     problem = problems_of(plan)["network.loadBalancerSubnetIds"]
     assert "no default route to an internet gateway" in problem.problem
+
+
+def facts_with(default_route: str | None, endpoints=()) -> NetworkFacts:
+    subnet = SubnetFacts(
+        SUBNET, VPC, "us-east-1a", "10.7.0.0/24", 250, "rtb-0a1b2c3d", default_route, False
+    )
+    return NetworkFacts(
+        "us-east-1", VPC, True, flow_logs=1, subnets={SUBNET: subnet}, endpoints=tuple(endpoints)
+    )
+
+
+def routes_problems(default_route, endpoints=(), nat_gateway=True) -> dict[str, Problem]:
+    existing = ExistingNetwork(vpc_id=VPC, subnet_ids=(SUBNET,))
+    spec = NetworkSpec(natGateway=nat_gateway, vpcId=VPC, subnetIds=[SUBNET])
+    needs = needs_for("cluster", ("us-east-1a",), 4, 1, spec)
+    found, _ = check_network_facts(existing, needs, facts_with(default_route, endpoints))
+    return {p.path.split(":", 1)[1]: p for p in found}
+
+
+@pytest.mark.parametrize(
+    "target", ["nat-0a1b2c3d", "tgw-0a1b2c3d", "vpce-0a1b2c3d", "pcx-0a1b2c3d", "eni-0a1b2c3d"]
+)
+def test_every_kind_of_egress_route_counts(target):
+    assert routes_problems(target) == {}
+
+
+def test_an_internet_gateway_route_is_no_egress_for_nodes_without_public_ips():
+    assert "cannot use" in routes_problems("igw-0a1b2c3d")["network.natGateway"].problem
+
+
+def test_an_s3_interface_endpoint_counts_only_with_private_dns():
+    def s3(private_dns: bool) -> Endpoint:
+        return Endpoint("vpce-0s3", "s3", "Interface", private_dns, "available")
+
+    assert "network.subnetIds[0]" in routes_problems(None, [s3(False)], nat_gateway=False)
+    assert "network.subnetIds[0]" not in routes_problems(None, [s3(True)], nat_gateway=False)

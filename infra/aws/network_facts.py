@@ -16,6 +16,7 @@ MISSING = {
     "InvalidVpcID.NotFound",
     "InvalidSubnetID.NotFound",
     "InvalidGroup.NotFound",
+    "InvalidSecurityGroupID.NotFound",
     "InvalidGroupId.Malformed",
     "InvalidSubnetID.Malformed",
     "InvalidVpcID.Malformed",
@@ -58,10 +59,12 @@ def _default_route(table: dict[str, Any] | None) -> str | None:
         for field in (
             "NatGatewayId",
             "TransitGatewayId",
-            "GatewayId",
+            "GatewayId",  # igw-, vgw-, or a Gateway Load Balancer endpoint (vpce-)
             "NetworkInterfaceId",
             "InstanceId",
             "VpcPeeringConnectionId",
+            "LocalGatewayId",
+            "CoreNetworkArn",  # Cloud WAN
         ):
             if route.get(field):
                 return route[field]
@@ -115,7 +118,10 @@ def describe_network(existing: ExistingNetwork, region: str, ec2: Any = None) ->
             route_table_id=table_id,
             default_route=_default_route(table),
             s3_gateway=any(
-                e.service == "s3" and e.kind == "Gateway" and table_id in e.route_tables
+                e.service == "s3"
+                and e.kind == "Gateway"
+                and table_id in e.route_tables
+                and e.state.lower() == "available"
                 for e in endpoints
             ),
         )

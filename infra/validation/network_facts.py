@@ -15,8 +15,9 @@ from gpu_cluster.infra.validation.existing_network import ENDPOINT_SERVICES
 
 # A default route's target that carries the nodes' traffic out (NAT gateway, transit gateway,
 # a NAT instance's interface, a virtual private gateway to an on-premises egress, a peering
-# connection to an egress VPC). An internet gateway needs a public IP on the node.
-EGRESS_TARGETS = ("nat-", "tgw-", "eni-", "i-", "vgw-", "pcx-")
+# connection to an egress VPC, a Gateway Load Balancer endpoint in front of a firewall, a local
+# gateway, a Cloud WAN core network's ARN). An internet gateway needs a public IP on the node.
+EGRESS_TARGETS = ("nat-", "tgw-", "eni-", "i-", "vgw-", "pcx-", "vpce-", "lgw-", "arn:")
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,8 @@ def _route_problems(
                 fix="pulumi config set --path network.natGateway false",
             )
         )
-    if not egress and not subnet.s3_gateway and not _has(facts, "s3", private_dns=False):
+    # an S3 interface endpoint serves the usual S3 names only with private DNS
+    if not egress and not subnet.s3_gateway and not _has(facts, "s3"):
         problems.append(
             Problem(
                 path=path,
@@ -327,11 +329,18 @@ def _dns_problems(
     existing: ExistingNetwork, needs: NetworkNeeds, facts: NetworkFacts
 ) -> list[Problem]:
     vpc = existing.vpc_id
-    # Private DNS names of interface endpoints need both attributes (PrivateLink guide, "DNS
-    # attributes for your VPC"); the nodes' own resolution needs DNS support.
-    for attribute, flag, on in (
-        ("enableDnsSupport", "--enable-dns-support", facts.dns_support),
-        ("enableDnsHostnames", "--enable-dns-hostnames", facts.dns_hostnames),
+    # The nodes resolve names through the Amazon DNS server only with DNS support; an
+    # interface endpoint's private DNS name needs DNS hostnames too (PrivateLink guide, "DNS
+    # attributes for your VPC"), which matters when the boot goes through endpoints.
+    endpoints = bool(existing.create_endpoints) or not needs.internet
+    for attribute, flag, on, why in (
+        ("enableDnsSupport", "--enable-dns-support", facts.dns_support, "any AWS service name"),
+        (
+            "enableDnsHostnames",
+            "--enable-dns-hostnames",
+            facts.dns_hostnames or not endpoints,
+            "an interface endpoint's private DNS name",
+        ),
     ):
         if on:
             continue
@@ -339,8 +348,7 @@ def _dns_problems(
             Problem(
                 path=key("network.vpcId"),
                 received=vpc,
-                problem=f"{attribute} is off: the nodes cannot resolve AWS service names (or "
-                "an interface endpoint's private DNS name)",
+                problem=f"{attribute} is off: the nodes cannot resolve {why}",
                 allowed=f"a VPC with {attribute} on",
                 fix=f"aws ec2 modify-vpc-attribute --vpc-id {vpc} {flag} '{{\"Value\":true}}'",
             )
