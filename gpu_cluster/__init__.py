@@ -31,6 +31,8 @@ __all__ = [
     "DataStoreArgs",
     "GpuCluster",
     "GpuClusterArgs",
+    "GpuNodeGroup",
+    "GpuNodeGroupArgs",
     "InferenceService",
     "InferenceServiceArgs",
     "__version__",

@@ -17,8 +17,13 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 import pulumi
+from gpu_cluster.components.ami import AmiChoice, resolve_ami
 from gpu_cluster.components.cluster import GpuCluster as ClusterComponent
 from gpu_cluster.components.data_vault import DataVault
+from gpu_cluster.components.launch_template import RootVolume
+from gpu_cluster.components.naming import cluster_tags
+from gpu_cluster.components.node_group import GpuNodeGroup as NodeGroupComponent
+from gpu_cluster.components.node_group import GpuNodeGroupArgs as NodeGroupComponentArgs
 from gpu_cluster.components.serving_stack import ServingStack
 from gpu_cluster.infra import program
 from gpu_cluster.infra.config import load_spec
@@ -34,6 +39,8 @@ __all__ = [
     "DataStoreArgs",
     "GpuCluster",
     "GpuClusterArgs",
+    "GpuNodeGroup",
+    "GpuNodeGroupArgs",
     "InferenceService",
     "InferenceServiceArgs",
 ]
@@ -329,3 +336,74 @@ class DataStore(DataVault):
         assert isinstance(spec, ResolvedData)
         self.spec = spec
         super().__init__(name, program.vault_args(spec), opts)
+
+
+class GpuNodeGroupArgs(_Args):
+    """GPU nodes alone, in your subnet with your security group (it must allow all traffic
+    between its members for EFA), instance profile and KMS key (the root volumes'), running your
+    ``user_data``: ``instance_type`` (or ``gpu``/``gpus_per_node``), ``nodes``,
+    ``availability_zone``, ``efa``, ``purchase_option`` (and ``spot``, ``capacity_reservation``,
+    ``capacity_block``), ``ami`` and ``root_volume`` as in a stack file. The ids may be Outputs."""
+
+    def __init__(
+        self,
+        subnet_id: pulumi.Input[str],
+        security_group_id: pulumi.Input[str],
+        instance_profile_arn: pulumi.Input[str],
+        kms_key_arn: pulumi.Input[str],
+        user_data: pulumi.Input[str] = "",
+        region: str | None = None,
+        **settings: Any,
+    ) -> None:
+        self.inputs = {
+            "subnet_id": subnet_id,
+            "security_group_id": security_group_id,
+            "instance_profile_arn": instance_profile_arn,
+            "kms_key_arn": kms_key_arn,
+            "user_data": user_data,
+        }
+        settings.setdefault("storage", {"source": "create"})  # a node group has no storage
+        super().__init__(region, **settings)
+
+
+class GpuNodeGroup(NodeGroupComponent):
+    """Outputs: ``group`` (an Auto Scaling group; a single on-demand node is an ``instance``),
+    ``group_name``, ``launch_template``, ``placement_group``, and ``spec``."""
+
+    def __init__(
+        self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = resolve("GpuNodeGroup", "cluster", name, args.region, args.settings)
+        assert isinstance(spec, ResolvedCluster)
+        self.spec = spec
+        ami = resolve_ami(
+            AmiChoice(
+                architecture=spec.facts.architecture,
+                image_id=spec.ami.id,
+                ssm_parameter=spec.ami.ssm_parameter,
+                release=spec.ami.release,
+            ),
+            pulumi.InvokeOptions(parent=opts.parent if opts else None),
+        )
+        super().__init__(
+            name,
+            NodeGroupComponentArgs(
+                facts=spec.facts,
+                node_count=spec.node_count,
+                efa=spec.efa,
+                ami_id=ami.image_id,
+                root_device_name=ami.root_device,
+                ami_min_root_gib=ami.min_root_gib,
+                availability_zone=spec.availability_zone,
+                purchase=spec.purchase,
+                root_volume=RootVolume(
+                    size_gib=spec.root_volume.size_gib,
+                    iops=spec.root_volume.iops,
+                    throughput_mibps=spec.root_volume.throughput,
+                ),
+                scope="" if spec.name == spec.stack else spec.stack,
+                tags=cluster_tags(spec.name, spec.tags, spec.stack),
+                **args.inputs,
+            ),
+            opts,
+        )

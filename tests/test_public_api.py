@@ -205,3 +205,39 @@ def test_the_data_store_alone(tmp_path):
     assert plan.outputs["bucket"] == "my-team-datasets-0042"
     wrong = plan_program(tmp_path, 'DataStore("vault", DataStoreArgs(bucket="Not_A_Bucket"))')
     assert only_problem(wrong).path == "DataStoreArgs.storage.bucket"
+
+
+def test_a_node_group_alone_in_the_callers_subnet(tmp_path):
+    plan = plan_program(
+        tmp_path,
+        """
+        group = GpuNodeGroup("workers", GpuNodeGroupArgs(
+            subnet_id="subnet-0a1b2c3d4e5f60789", security_group_id="sg-0a1b2c3d4e5f60789",
+            instance_profile_arn="arn:aws:iam::123456789012:instance-profile/gpu",
+            kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+            user_data="#!/bin/bash\\necho hello\\n",
+            instance_type="p5.48xlarge", nodes=2, availability_zone="us-east-1a",
+        ))
+        pulumi.export("group", group.group_name)
+        """,
+    )
+    assert plan.error is None, plan.error
+    group = plan.state(only(plan, "aws:autoscaling/group:Group"))
+    assert group["vpcZoneIdentifiers"] == ["subnet-0a1b2c3d4e5f60789"]
+    template = plan.state(only(plan, "aws:ec2/launchTemplate:LaunchTemplate"))
+    assert len(template["networkInterfaces"]) > 8  # p5: EFA on every one of its 32 cards
+    assert all(
+        i["securityGroups"] == ["sg-0a1b2c3d4e5f60789"] for i in template["networkInterfaces"]
+    )
+    assert not plan.of_type("aws:s3/bucket:Bucket") and not plan.of_type("aws:ec2/vpc:Vpc")
+    wrong = plan_program(
+        tmp_path,
+        """
+        GpuNodeGroup("workers", GpuNodeGroupArgs(
+            subnet_id="subnet-0a1b2c3d4e5f60789", security_group_id="sg-0a1b2c3d4e5f60789",
+            instance_profile_arn="arn", kms_key_arn="arn",
+            instance_type="p5.48xlarge", nodes=2, availability_zone="us-east-1z",
+        ))
+        """,
+    )
+    assert only_problem(wrong).path == "GpuNodeGroupArgs.availability_zone"
