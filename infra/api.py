@@ -193,7 +193,7 @@ def resolve(component: str, role: str, name: str, region: str | None, settings: 
         spec = load_spec(config, pulumi.get_stack())
         if isinstance(spec, ResolvedCluster):
             if not inputs:  # ids known only at `pulumi up` are checked by AWS then
-                spec = with_network_facts(spec, program.network_lookup)
+                spec = with_network_facts(spec, program.network_lookup, stack_file=False)
             spec = program.with_block_end(
                 spec, program.check_reservation(spec, program.live_lookup)
             )

@@ -23,10 +23,14 @@ from gpu_cluster.infra.validation.network_facts import (
 
 NetworkLookup = Callable[[ExistingNetwork, str], NetworkFacts]
 NOT_READ = (
-    "network.vpcId {vpc}: the offline plan does not read your VPC; `gpuc preflight --stack "
-    "{stack}` checks its subnets' zones, the routes to S3 and the AWS APIs, DNS, free addresses "
-    "and flow logs (and `pulumi up` checks them again before it creates anything)"
+    "network.vpcId {vpc}: the offline plan does not read your VPC; {checker} its subnets' "
+    "zones, the routes to S3 and the AWS APIs, DNS, free addresses and flow logs"
 )
+PREFLIGHT = (
+    "`gpuc preflight --stack {stack}` checks (and `pulumi up` checks again before it creates "
+    "anything)"
+)
+AT_UP = "`pulumi up` checks, before it creates anything,"
 
 
 def describe_live(existing: ExistingNetwork, region: str) -> NetworkFacts:
@@ -58,13 +62,17 @@ def with_subnet_zone(config: Mapping[str, str], lookup: NetworkLookup | None) ->
     return result
 
 
-def with_network_facts(spec: ResolvedCluster, lookup: NetworkLookup | None) -> ResolvedCluster:
-    """The spec, with the network's warnings; a ConfigError when the stack cannot work there."""
+def with_network_facts(
+    spec: ResolvedCluster, lookup: NetworkLookup | None, stack_file: bool = True
+) -> ResolvedCluster:
+    """The spec, with the network's warnings; a ConfigError when the stack cannot work there.
+    ``stack_file``: a stack of this project (which `gpuc preflight` can check)."""
     existing = spec.existing_network
     if existing is None:
         return spec
     if lookup is None:
-        note = NOT_READ.format(vpc=existing.vpc_id, stack=spec.stack)
+        checker = PREFLIGHT.format(stack=spec.stack) if stack_file else AT_UP
+        note = NOT_READ.format(vpc=existing.vpc_id, checker=checker)
         return dataclasses.replace(spec, warnings=(*spec.warnings, note))
     try:
         facts = lookup(existing, spec.region)
