@@ -80,7 +80,19 @@ class ServingStack(pulumi.ComponentResource):
             ),
             child,
         )
-        extra = service_zone_subnets(args.layout, len(serving.zones) - 1) if args.layout else []
+        # a created network's further zones; an existing one has the user's subnets, one per zone
+        extra_zones = (
+            tuple(
+                (zone, private, public)
+                for zone, (private, public) in zip(
+                    serving.zones[1:],
+                    service_zone_subnets(args.layout, len(serving.zones) - 1),
+                    strict=True,
+                )
+            )
+            if args.layout
+            else ()
+        )
         self.network = ClusterNetwork(
             child_name(name, "network"),
             ClusterNetworkArgs(
@@ -90,12 +102,7 @@ class ServingStack(pulumi.ComponentResource):
                 account_id=identity.account_id,
                 kms_key_arn=self.security.key.arn,
                 scope=args.scope,
-                extra_zones=tuple(
-                    (zone, private, public)
-                    for zone, (private, public) in zip(serving.zones[1:], extra, strict=True)
-                )
-                if args.layout
-                else (),  # an existing network: the user's subnets, one per zone
+                extra_zones=extra_zones,
                 existing=args.existing_network,
                 tags=args.tags,
             ),

@@ -20,7 +20,6 @@ import pulumi
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
 from gpu_cluster.components.cluster import GpuCluster as ClusterComponent
 from gpu_cluster.components.data_vault import DataVault
-from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.node_group import GpuNodeGroup as NodeGroupComponent
 from gpu_cluster.components.node_group import GpuNodeGroupArgs as NodeGroupComponentArgs
@@ -396,11 +395,7 @@ class GpuNodeGroup(NodeGroupComponent):
                 ami_min_root_gib=ami.min_root_gib,
                 availability_zone=spec.availability_zone,
                 purchase=spec.purchase,
-                root_volume=RootVolume(
-                    size_gib=spec.root_volume.size_gib,
-                    iops=spec.root_volume.iops,
-                    throughput_mibps=spec.root_volume.throughput,
-                ),
+                root_volume=program.node_root_volume(spec),
                 scope="" if spec.name == spec.stack else spec.stack,
                 tags=cluster_tags(spec.name, spec.tags, spec.stack),
                 **args.inputs,

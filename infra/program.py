@@ -127,11 +127,7 @@ def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
         ami_ssm_parameter=spec.ami.ssm_parameter,
         ami_id=spec.ami.id,
         ami_release=spec.ami.release,
-        root_volume=RootVolume(
-            size_gib=spec.root_volume.size_gib,
-            iops=spec.root_volume.iops,
-            throughput_mibps=spec.root_volume.throughput,
-        ),
+        root_volume=node_root_volume(spec),
         scope="" if spec.name == spec.stack else spec.stack,
         cost_controls=spec.cost_controls,
         existing_network=spec.existing_network,
@@ -184,6 +180,13 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
     return stack
 
 
+def node_root_volume(spec: ResolvedCluster) -> RootVolume:
+    volume = spec.root_volume
+    return RootVolume(
+        size_gib=volume.size_gib, iops=volume.iops, throughput_mibps=volume.throughput
+    )
+
+
 def cluster_args(
     spec: ResolvedCluster, secrets: dict[str, pulumi.Input[str]] | None = None
 ) -> GpuClusterArgs:
@@ -206,11 +209,7 @@ def cluster_args(
             if spec.fsx
             else None
         ),
-        root_volume=RootVolume(
-            size_gib=spec.root_volume.size_gib,
-            iops=spec.root_volume.iops,
-            throughput_mibps=spec.root_volume.throughput,
-        ),
+        root_volume=node_root_volume(spec),
         nat_gateway=spec.network.nat_gateway,
         public_ip=spec.network.public_ip,
         existing_network=spec.existing_network,

@@ -184,23 +184,14 @@ def _subnet_problems(
         found.append(subnet if subnet is not None and subnet.vpc_id == facts.vpc_id else None)
         where = key(f"{path}[{index}]")
         zone = needs.zones[index] if index < len(needs.zones) else None
-        if subnet is None:
+        if subnet is None or subnet.vpc_id != facts.vpc_id:
             problems.append(
                 Problem(
                     path=where,
                     received=subnet_id,
-                    problem=f"no such subnet in {facts.region} for this account",
-                    allowed=f"a subnet of {facts.vpc_id}",
-                    fix=f"list them with `aws ec2 describe-subnets --filters "
-                    f"Name=vpc-id,Values={facts.vpc_id}`",
-                )
-            )
-        elif subnet.vpc_id != facts.vpc_id:
-            problems.append(
-                Problem(
-                    path=where,
-                    received=subnet_id,
-                    problem=f"belongs to {subnet.vpc_id}, not network.vpcId {facts.vpc_id}",
+                    problem=f"no such subnet in {facts.region} for this account"
+                    if subnet is None
+                    else f"belongs to {subnet.vpc_id}, not network.vpcId {facts.vpc_id}",
                     allowed=f"a subnet of {facts.vpc_id}",
                     fix=f"list them with `aws ec2 describe-subnets --filters "
                     f"Name=vpc-id,Values={facts.vpc_id}`",
@@ -245,9 +236,10 @@ def _avoided(subnet: SubnetFacts, needs: NetworkNeeds, path: str) -> list[Proble
     return []
 
 
-def _has(facts: NetworkFacts, service: str, private_dns: bool = True) -> bool:
+def _has(facts: NetworkFacts, service: str) -> bool:
+    """An available interface endpoint for the service whose private DNS serves its names."""
     return any(
-        e.service == service and _usable(e) and (e.private_dns or not private_dns)
+        e.service == service and _usable(e) and e.private_dns
         for e in facts.endpoints
         if e.kind == "Interface"
     )
