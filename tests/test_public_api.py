@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT, only
 from gpu_cluster.infra.api import ArgumentError as ArgumentErrorType
 from gpu_cluster.infra.cli import main as gpuc
+from gpu_cluster.infra.outcome import INPUT
 from gpu_cluster.infra.plan.engine import run_plan
 from gpu_cluster.infra.stack_files import load_stack_config, program_of
 
@@ -241,3 +242,30 @@ def test_a_node_group_alone_in_the_callers_subnet(tmp_path):
         """,
     )
     assert only_problem(wrong).path == "GpuNodeGroupArgs.availability_zone"
+
+
+@pytest.mark.parametrize(
+    ("files", "stack", "words"),
+    [
+        ({}, "dev", "is not a Pulumi project: no Pulumi.yaml"),
+        ({"Pulumi.yaml": "name: web\nruntime: nodejs\n"}, "dev", "runtime 'nodejs'"),
+        ({"Pulumi.yaml": "name: web\nruntime: python\n"}, "dev", "no program at"),
+        (
+            {
+                "Pulumi.yaml": "name: web\nruntime: python\n",
+                "__main__.py": "",
+                "Pulumi.prod.yaml": "",
+            },
+            "dev",
+            "no stack 'dev'",
+        ),
+    ],
+)
+def test_gpuc_plan_program_refuses_what_is_not_a_python_project(
+    tmp_path, capsys, files, stack, words
+):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert gpuc(["plan", "--program", str(tmp_path), "--stack", stack]) == INPUT
+    captured = capsys.readouterr()
+    assert words in captured.err and "Traceback" not in captured.err
