@@ -17,6 +17,7 @@ from gpu_cluster.components.jobs import (
     alerts_topic_parameter,
     jobs_log_group,
     jobs_path,
+    replacements_parameter,
 )
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
@@ -24,9 +25,13 @@ from gpu_cluster.components.naming import CLUSTER_TAG, STACK_TAG, child_name
 from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
 from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from gpu_cluster.components.node_group import GpuNodeGroup, GpuNodeGroupArgs
-from gpu_cluster.components.policies import gang_stop_policy, log_group_writer_policy
+from gpu_cluster.components.policies import (
+    gang_stop_policy,
+    log_group_writer_policy,
+    node_alerts_policy,
+)
 from gpu_cluster.components.purchase import OnDemand, Purchase, Spot, is_single_instance
-from gpu_cluster.components.secrets import secrets_path, store_secrets
+from gpu_cluster.components.secrets import secrets_path, secrets_path_arn, store_secrets
 from gpu_cluster.components.security import ClusterSecurity, ClusterSecurityArgs
 from gpu_cluster.components.stack_cost_controls import CostControlArgs, StackCostControls
 from gpu_cluster.components.topology import has_nvswitch, has_row_remapping, nvswitch_pci_id
@@ -34,6 +39,7 @@ from gpu_cluster.components.user_data import (
     ALLREDUCE_BENCH_PATH,
     JOB_USER,
     BootConfig,
+    bench_install_command,
     render_user_data,
     run_on_every_node_command,
     torchrun_command,
@@ -280,12 +286,25 @@ class GpuCluster(pulumi.ComponentResource):
                 node_count=args.node_count,
                 instance=self.nodes.instance,
                 group=self.nodes.group,
+                cluster=name,
                 tags=args.tags,
             ),
             child,
         )
-        if args.cost_controls.gang_timeout_minutes and self.cost_controls.topic is not None:
-            self._gang_stop_access(name, stack, args, child, self.cost_controls.topic)
+        if self.cost_controls.topic is not None:
+            arn = pulumi.Output.all(partition, identity.account_id).apply(
+                lambda v: secrets_path_arn(
+                    v[0], args.region, v[1], replacements_parameter(name, stack)
+                )
+            )
+            self._node_alerts_access(name, stack, args, child, self.cost_controls.topic, arn)
+            if args.cost_controls.gang_timeout_minutes:
+                aws.iam.RolePolicy(
+                    child_name(name, "gang-stop-access"),
+                    role=self.security.role.name,
+                    policy=json.dumps(gang_stop_policy(stack)),
+                    opts=child,
+                )
         self.efa_interfaces_per_node = efa_interfaces
         self.bucket_name = pulumi.Output.from_input(bucket_name)
         self.total_gpus = args.total_gpus
@@ -309,7 +328,11 @@ class GpuCluster(pulumi.ComponentResource):
             )
             self.nccl_test_command = group.apply(
                 lambda g: run_on_every_node_command(
-                    args.region, "aws:autoscaling:groupName", g, ALLREDUCE_BENCH_PATH
+                    args.region,
+                    "aws:autoscaling:groupName",
+                    g,
+                    ALLREDUCE_BENCH_PATH,
+                    setup=bench_install_command(),
                 )
             )
             outputs["runOnEveryNodeCommand"] = self.run_everywhere_command
@@ -326,31 +349,32 @@ class GpuCluster(pulumi.ComponentResource):
         outputs["torchrunCommand"] = self.job_command
         self.register_outputs(outputs)
 
-    def _gang_stop_access(
+    def _node_alerts_access(
         self,
         name: str,
         stack: str,
         args: GpuClusterArgs,
         child: pulumi.ResourceOptions,
         topic: aws.sns.Topic,
+        replacements: pulumi.Output[str],
     ) -> None:
-        """The alert topic's ARN where the nodes find it, and their right to stop a partial
-        gang and say why (policies.gang_stop_policy)."""
+        """The alert topic's ARN where the nodes find it, their right to publish to it, and
+        to their replacement counts (policies.node_alerts_policy)."""
         parameter = aws.ssm.Parameter(
             child_name(name, "alerts-topic"),
             name=alerts_topic_parameter(name, stack),
             type="SecureString",  # as every parameter of the stack: under the cluster key
             key_id=self.security.key.arn,
             value=topic.arn,
-            description=f"gpu-cluster {name}: the alert topic a partial gang's stop goes to",
+            description=f"gpu-cluster {name}: the alert topic the nodes tell",
             tags=args.tags,
             opts=child,
         )
         aws.iam.RolePolicy(
-            child_name(name, "gang-stop-access"),
+            child_name(name, "node-alerts-access"),
             role=self.security.role.name,
-            policy=pulumi.Output.all(topic.arn, parameter.arn).apply(
-                lambda arns: json.dumps(gang_stop_policy(stack, arns[0], arns[1]))
+            policy=pulumi.Output.all(topic.arn, parameter.arn, replacements).apply(
+                lambda arns: json.dumps(node_alerts_policy(*arns))
             ),
             opts=child,
         )

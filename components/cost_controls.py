@@ -1,18 +1,23 @@
-"""Stop paying for idle GPUs: an idle stop on GPU utilization, working-hours schedules, a
+"""Stop paying for idle GPUs: an idle stop on node activity, working-hours schedules, a
 maximum lifetime, and a monthly budget with alerts - each scoped to this stack's nodes.
 
-- Idle stop. The nodes publish `nvidia_smi_utilization_gpu` (the CloudWatch agent, boot step
-  gpu-cluster-gpu-metrics) in the `gpu-cluster` namespace, rolled up per instance and per Auto
-  Scaling group. An alarm on the busiest GPU (Maximum) below the threshold for N minutes stops
-  the dev box (EC2's stop alarm action, which AWS allows on custom metrics with an InstanceId
-  dimension; its disk survives) or sets a cluster's group to 0 nodes (a simple scaling policy,
-  ExactCapacity 0; the group's minimum is 0 for that). Missing data never stops anything.
+- Idle stop. Every minute each training node publishes `Activity` in the `gpu-cluster`
+  namespace (boot/gpu-cluster-gpu-metrics.sh --activity): its busiest GPU's utilization, or 100
+  while one of its jobs runs (a job staging data at 0% GPU is not idle), per instance and per
+  cluster and stack. An alarm on its Maximum below the threshold for N minutes stops the dev
+  box (EC2's stop alarm action, which AWS allows on custom metrics with an InstanceId dimension:
+  CloudWatch User Guide, "Create alarms to stop, terminate, reboot, or recover an EC2
+  instance" - hence one metric the node computes, not a metric-math alarm) or sets a cluster's
+  group to 0 nodes (a simple scaling policy, ExactCapacity 0; the group's minimum is 0 for
+  that). Missing data never stops anything: no data for the whole window (no node publishes:
+  stopped, or the publisher is broken) is INSUFFICIENT_DATA, which tells the alert topic
+  (CloudWatch User Guide, "Configuring how CloudWatch alarms treat missing data": `missing`).
 - Schedules and the maximum lifetime are EventBridge Scheduler schedules calling EC2
   StartInstances/StopInstances or Auto Scaling UpdateAutoScalingGroup through a role that may
-  touch only this stack's instance or group. Before the maximum lifetime (or a Capacity Block's
-  end) stops the nodes, a schedule tells their jobs to checkpoint (SSM Run Command). Starting
-  an instance whose volumes use a customer key needs kms:CreateGrant on that key (EBS creates
-  the grant for the instance).
+  touch only this stack's instance or group. Before the maximum lifetime, a Capacity Block's
+  end or the working-hours stop takes the nodes, a schedule tells their jobs to checkpoint (SSM
+  Run Command). Starting an instance whose volumes use a customer key needs kms:CreateGrant on
+  that key (EBS creates the grant for the instance).
 - The budget is an AWS Budgets cost budget filtered on the stack's cost-allocation tag
   (user:gpu-cluster:stack$<stack>), alerting at 80 % and 100 % to the stack's KMS-encrypted SNS
   topic; on a dev box it can also stop the box at 100 % (a RUN_SSM_DOCUMENTS budget action, which
@@ -29,12 +34,17 @@ from typing import Any
 from gpu_cluster.components.naming import STACK_TAG
 
 METRIC_NAMESPACE = "gpu-cluster"
-GPU_METRIC = "nvidia_smi_utilization_gpu"
+GPU_METRIC = "nvidia_smi_utilization_gpu"  # the CloudWatch agent's (dashboards, serving)
+ACTIVITY_METRIC = "Activity"  # the idle stop's: busiest GPU %, or 100 while a job runs
 PERIOD_SECONDS = 300
 WARNING_BEFORE_EXPIRY = timedelta(hours=1)
 # "Checkpoint now" to the running jobs before a planned stop (a Capacity Block's end, the
-# maximum lifetime): a large model's sharded checkpoint to S3 takes minutes, not seconds.
+# maximum lifetime, the working-hours stop): a large model's sharded checkpoint to S3 takes
+# minutes, not seconds.
 CHECKPOINT_BEFORE_STOP = timedelta(minutes=15)
+# EventBridge Scheduler replaces this keyword in a target's input with the time the schedule
+# was due, e.g. 2022-03-22T18:59:43Z (Scheduler User Guide, "Adding context attributes").
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 DAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 
 
@@ -55,14 +65,30 @@ class WorkSchedule:
         hour, minute = at.split(":")
         return f"cron({int(minute)} {int(hour)} ? * {self.days} *)"
 
-    def day_count(self) -> int:
-        if self.days == "*":
-            return 7
-        count = 0
+    def cron_before(self, at: str, lead: timedelta) -> str:
+        """cron() ``lead`` before ``at`` on the same days, or on the day before each of them
+        when that falls before midnight (a 00:10 stop on MON-FRI: 23:55 on SUN-THU)."""
+        hour, minute = (int(part) for part in at.split(":"))
+        total = hour * 60 + minute - lead // timedelta(minutes=1)
+        days = self.days
+        if total < 0:
+            total += 24 * 60
+            if days != "*":
+                days = ",".join(DAYS[i] for i in sorted((i - 1) % 7 for i in self.day_indices()))
+        return f"cron({total % 60} {total // 60} ? * {days} *)"
+
+    def day_indices(self) -> list[int]:
+        """The schedule's days as indices into DAYS, in week order (a range may wrap)."""
+        found: set[int] = set()
         for part in self.days.split(","):
             first, _, last = part.partition("-")
-            count += DAYS.index(last) - DAYS.index(first) + 1 if last else 1
-        return count
+            start = DAYS.index(first)
+            length = (DAYS.index(last) - start) % 7 + 1 if last else 1
+            found |= {(start + offset) % 7 for offset in range(length)}
+        return sorted(found)
+
+    def day_count(self) -> int:
+        return 7 if self.days == "*" else len(self.day_indices())
 
     def hours_per_day(self) -> float:
         """Average hours a day the nodes run (over a week)."""
@@ -96,10 +122,13 @@ class CostControls:
 
     @property
     def alerts(self) -> bool:
-        """A topic is needed: budget notifications, the lifetime warning or a partial gang's
-        stop go there."""
+        """A topic is needed: budget notifications, the lifetime warning, a partial gang's
+        stop or an idle stop that sees no data go there."""
         return (
-            self.budget is not None or self.expires_at is not None or self.gang_timeout_minutes > 0
+            self.budget is not None
+            or self.expires_at is not None
+            or self.gang_timeout_minutes > 0
+            or self.idle_stop is not None
         )
 
     def describe(self) -> list[str]:
@@ -108,7 +137,7 @@ class CostControls:
         if self.idle_stop:
             lines.append(
                 f"idle stop after {self.idle_stop.minutes} min under "
-                f"{self.idle_stop.below_percent:g}% GPU utilization"
+                f"{self.idle_stop.below_percent:g}% GPU utilization and no job running"
                 + (bills_anyway if self.prepaid else "")
             )
         if self.schedule:
@@ -132,16 +161,36 @@ class CostControls:
         return lines
 
 
-def checkpoint_command(stack: str, stop: datetime, reason: str, job_command: str) -> str:
+def checkpoint_command(
+    stack: str,
+    stop: datetime | None,
+    reason: str,
+    job_command: str,
+    lead: timedelta = CHECKPOINT_BEFORE_STOP,
+) -> str:
     """The SendCommand request (EventBridge Scheduler's universal target ssm:sendCommand takes
     the API's own parameters) that tells every running node of the stack, by its stack tag, to
-    checkpoint its jobs now (boot/gpu-cluster-jobs.sh checkpoint)."""
-    notice = json.dumps({"action": "stop", "time": f"{stop:%Y-%m-%dT%H:%M:%SZ}", "reason": reason})
+    checkpoint its jobs now (boot/gpu-cluster-jobs.sh checkpoint). ``stop`` None: a recurring
+    stop (the working-hours schedule), whose time the node's shell computes from the time the
+    checkpoint schedule was due (SCHEDULED_TIME) plus ``lead``: AWS-RunShellScript runs the
+    commands with `sh -c` (amazon-ssm-agent agent/plugins/runscript/runshellscript.go) and
+    the node's date is GNU date."""
+    if stop is not None:
+        notice = {"action": "stop", "time": f"{stop:%Y-%m-%dT%H:%M:%SZ}", "reason": reason}
+        argument = shlex.quote(json.dumps(notice))
+    else:
+        minutes = lead // timedelta(minutes=1)
+        template = json.dumps({"action": "stop", "time": "@", "reason": reason})
+        argument = '"{}"'.format(
+            template.replace('"', '\\"').replace(
+                "@", f"$(date -u -d '{SCHEDULED_TIME} {minutes} minutes' +%FT%TZ)"
+            )
+        )
     return json.dumps(
         {
             "DocumentName": "AWS-RunShellScript",
             "Targets": [{"Key": f"tag:{STACK_TAG}", "Values": [stack]}],
-            "Parameters": {"commands": [f"{job_command} checkpoint {shlex.quote(notice)}"]},
+            "Parameters": {"commands": [f"{job_command} checkpoint {argument}"]},
             "Comment": f"gpu-cluster {stack}: checkpoint before the nodes stop"[:100],
             "TimeoutSeconds": 600,
         }

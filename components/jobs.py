@@ -62,7 +62,9 @@ NODE_ENV_NAMES = frozenset(
     ]
 )
 NODE_ENV_PREFIXES = ("AWS_", "GPUC_", "TORCHELASTIC_")
-JOB_ENV_ALLOWED = frozenset({"GPUC_ALLOW_SLOW_NETWORK"})  # read by the job's network check
+# read by the job's network check; torchrun's rendezvous settings (gpuc-torchrun: e.g.
+# join_timeout=900,last_call_timeout=10, torch's c10d rendezvous configuration keys)
+JOB_ENV_ALLOWED = frozenset({"GPUC_ALLOW_SLOW_NETWORK", "GPUC_RDZV_CONF"})
 JOB_USER_UNIT = "gpu-cluster-job@"  # systemd template unit: one instance per job
 
 
@@ -94,3 +96,9 @@ def alerts_topic_parameter(cluster: str, stack: str) -> str:
     launch template, so its ARN cannot be in the user data); two stacks may share a cluster
     name."""
     return f"/gpu-cluster/{cluster}/{stack}/alerts-topic"
+
+
+def replacements_parameter(cluster: str, stack: str) -> str:
+    """Where the nodes count, per failure, the nodes the health check had replaced in the last
+    hour (boot/gpu-cluster-health.sh: replacements/<cause>, a String parameter each)."""
+    return f"/gpu-cluster/{cluster}/{stack}/replacements"

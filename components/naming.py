@@ -6,6 +6,8 @@ import hashlib
 import re
 from collections.abc import Mapping
 
+from gpu_cluster.components.jobs import NODE_ENV_NAMES, NODE_ENV_PREFIXES
+
 MANAGED_BY_TAG = {"managed-by": "gpu-cluster"}
 CLUSTER_TAG = "gpu-cluster:name"  # nodes find each other by it (and by their VPC)
 HEALTH_TAG = "gpu-cluster:health"  # each node's own report (boot/gpu-cluster-health.sh)
@@ -55,8 +57,29 @@ def bounded_name(text: str, limit: int = 32) -> str:
     return f"{safe[: limit - 7].rstrip('-')}-{digest}"
 
 
-# Also an environment variable name on the nodes, and within SSM's parameter-name characters.
-SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# Also an environment variable name on the nodes (upper case, as `gpuc run --env` names), and
+# within SSM's parameter-name characters.
+SECRET_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}\Z")
+SECRET_NAME_ALLOWED = "upper-case letters, digits and _, not starting with a digit, at most 128"
+
+
+def secret_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a secret, or None. A job gets each secret as an environment
+    variable (boot/gpuc-torchrun.sh sources secrets.env under `set -a`): a line the shell cannot
+    assign (`MY-KEY=...` is a command) makes every job exit 127, and a name the node sets
+    itself (PATH, CLUSTER, AWS_..., GPUC_...) would replace the node's own value."""
+    if not SECRET_NAME.match(name):
+        return "not an environment variable name (every job gets the secret as one)"
+    if name in NODE_ENV_NAMES or name.startswith(NODE_ENV_PREFIXES):
+        return f"the node sets {name} itself (its cluster settings, the AWS CLI or gpu-cluster)"
+    return None
+
+
+def suggest_secret_name(name: str) -> str:
+    """``name`` as a usable secret name: upper case, '_' for anything else, no leading digit."""
+    safe = re.sub(r"[^A-Z0-9_]", "_", name.upper())[:128] or "SECRET"
+    safe = f"_{safe}"[:128] if safe[0].isdigit() else safe
+    return safe if secret_name_problem(safe) is None else f"JOB_{safe}"[:128]
 
 
 def default_bucket_name(cluster: str, account_id: str, region: str) -> str:

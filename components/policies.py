@@ -436,13 +436,11 @@ def log_group_writer_policy(sid: str, log_group_arn: str) -> dict[str, Any]:
     }
 
 
-def gang_stop_policy(stack: str, topic_arn: str, parameter_arn: str) -> dict[str, Any]:
+def gang_stop_policy(stack: str) -> dict[str, Any]:
     """All or nothing (boot/gpu-cluster-nodes.sh): the oldest node of a partial gang reads why
-    the others did not launch, scales its own stack's group to 0 (scoped by the group's stack
-    tag: Auto Scaling "Tags for security", autoscaling:ResourceTag) and publishes to the
-    stack's alert topic. The topic's key already lets the node encrypt (UseClusterKeys:
-    SNS needs kms:GenerateDataKey and kms:Decrypt of a publisher); within one account the
-    identity policy suffices without the topic policy naming the role."""
+    the others did not launch and scales its own stack's group to 0 (scoped by the group's
+    stack tag: Auto Scaling "Tags for security", autoscaling:ResourceTag); it says why through
+    node_alerts_policy."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -459,17 +457,40 @@ def gang_stop_policy(stack: str, topic_arn: str, parameter_arn: str) -> dict[str
                 "Resource": "*",
                 "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{STACK_TAG}": stack}},
             },
+        ],
+    }
+
+
+def node_alerts_policy(
+    topic_arn: str, topic_parameter_arn: str, replacements_arn: str
+) -> dict[str, Any]:
+    """A node tells its stack's alert topic what needs a person (a partial gang's stop, a
+    failure that keeps replacing nodes, a full root disk): it finds the topic in its parameter
+    and publishes; the topic's key already lets it encrypt (UseClusterKeys: SNS needs
+    kms:GenerateDataKey and kms:Decrypt of a publisher), and within one account the identity
+    policy suffices without the topic policy naming the role. It also counts, per failure, the
+    nodes the health check had replaced in the last hour: String parameters (no key) under
+    ``replacements_arn``, its own stack's and no one else's (boot/gpu-cluster-health.sh)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
             {
                 "Sid": "FindAlertTopic",
                 "Effect": "Allow",
                 "Action": "ssm:GetParameter",
-                "Resource": parameter_arn,
+                "Resource": topic_parameter_arn,
             },
             {
                 "Sid": "TellAlertTopic",
                 "Effect": "Allow",
                 "Action": "sns:Publish",
                 "Resource": topic_arn,
+            },
+            {
+                "Sid": "CountReplacements",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParameter", "ssm:PutParameter"],
+                "Resource": f"{replacements_arn}/*",
             },
         ],
     }

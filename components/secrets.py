@@ -6,7 +6,26 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
-from gpu_cluster.components.naming import child_name
+from gpu_cluster.components.naming import (
+    SECRET_NAME_ALLOWED,
+    child_name,
+    secret_name_problem,
+    suggest_secret_name,
+)
+
+
+class SecretNameError(ValueError):
+    """A secret name a job could not get as an environment variable, said as a problem is:
+    the property path, the value, what is allowed and the fix."""
+
+    def __init__(self, cluster: str, name: str, why: str) -> None:
+        self.path, self.received = f"secrets.{name}", name
+        self.allowed = f"{SECRET_NAME_ALLOWED}; not a name the node sets"
+        self.fix = f"name it {suggest_secret_name(name)}"
+        super().__init__(
+            f"GpuCluster {cluster!r}: {self.path}: not a usable secret name: {why}\n"
+            f"  received: {name!r}\n  allowed:  {self.allowed}\n  fix:      {self.fix}"
+        )
 
 
 def secrets_path(cluster: str) -> str:
@@ -26,7 +45,13 @@ def store_secrets(
     opts: pulumi.ResourceOptions,
 ) -> list[aws.ssm.Parameter]:
     """One SecureString parameter per secret, encrypted with the cluster key. The value stays
-    a Pulumi secret: encrypted in state and masked in every preview."""
+    a Pulumi secret: encrypted in state and masked in every preview. A name a job could not
+    get as an environment variable is refused (SecretNameError) before anything is created:
+    the stack config checks the same (infra/secrets_config.py), a program giving GpuCluster
+    its secrets directly does not pass there."""
+    for name in sorted(values):
+        if why := secret_name_problem(name):
+            raise SecretNameError(cluster, name, why)
     return [
         aws.ssm.Parameter(
             child_name(cluster, f"secret-{secret.lower().replace('_', '-')}"),

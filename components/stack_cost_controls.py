@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import pulumi
 import pulumi_aws as aws
 from gpu_cluster.components.cost_controls import (
+    ACTIVITY_METRIC,
     CHECKPOINT_BEFORE_STOP,
-    GPU_METRIC,
     METRIC_NAMESPACE,
     PERIOD_SECONDS,
     WARNING_BEFORE_EXPIRY,
@@ -45,6 +46,7 @@ class CostControlArgs:
     instance: aws.ec2.Instance | None = None  # the dev box, or
     group: aws.autoscaling.Group | None = None  # the cluster's node group
     serving_min: int | None = None  # a service: its minimum (scaling sizes it from there)
+    cluster: str = ""  # the cluster tag value its nodes publish Activity under
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -114,25 +116,29 @@ class StackCostControls(pulumi.ComponentResource):
 
     def _idle_stop(self, name: str, idle: IdleStop) -> None:
         a = self.args
+        notify = [self.topic.arn] if self.topic else []
+        periods = idle.minutes * 60 // PERIOD_SECONDS
         common = {
             "namespace": METRIC_NAMESPACE,
-            "metric_name": GPU_METRIC,
+            "metric_name": ACTIVITY_METRIC,
             "statistic": "Maximum",
             "period": PERIOD_SECONDS,
-            "evaluation_periods": idle.minutes * 60 // PERIOD_SECONDS,
-            "datapoints_to_alarm": idle.minutes * 60 // PERIOD_SECONDS,
+            "evaluation_periods": periods,
+            "datapoints_to_alarm": periods,
             "threshold": idle.below_percent,
             "comparison_operator": "LessThanThreshold",
-            "treat_missing_data": "notBreaching",
+            # no data for the whole window is INSUFFICIENT_DATA: never a stop, always an alert
+            "treat_missing_data": "missing",
+            "insufficient_data_actions": notify,
             "ok_actions": [],
             "tags": a.tags,
         }
-        notify = [self.topic.arn] if self.topic else []
         if a.instance is not None:
             aws.cloudwatch.MetricAlarm(
                 child_name(name, "idle-stop"),
                 alarm_description=f"gpu-cluster {name}: stop the box after {idle.minutes} min "
-                f"under {idle.below_percent:g}% GPU utilization (its disk survives)",
+                f"under {idle.below_percent:g}% GPU utilization with no job running (its disk "
+                "survives); INSUFFICIENT_DATA: the box is stopped or publishes no Activity",
                 dimensions={"InstanceId": a.instance.id},
                 alarm_actions=[
                     pulumi.Output.from_input(a.partition).apply(
@@ -157,8 +163,11 @@ class StackCostControls(pulumi.ComponentResource):
         aws.cloudwatch.MetricAlarm(
             child_name(name, "idle-stop"),
             alarm_description=f"gpu-cluster {name}: scale the node group to 0 after "
-            f"{idle.minutes} min under {idle.below_percent:g}% GPU utilization",
-            dimensions={"AutoScalingGroupName": a.group.name},
+            f"{idle.minutes} min under {idle.below_percent:g}% GPU utilization with no job "
+            "running; INSUFFICIENT_DATA: no node runs or none publishes Activity",
+            # each node's Activity for its cluster and stack (the boot step puts it without
+            # asking EC2 for its group; two stacks may share a cluster name)
+            dimensions={"Cluster": a.cluster, "Stack": a.stack},
             alarm_actions=[to_zero.arn, *notify],
             **common,
             opts=self.child,
@@ -168,8 +177,10 @@ class StackCostControls(pulumi.ComponentResource):
         a, controls = self.args, self.args.controls
         instance_arn = a.instance.arn if a.instance is not None else None
         group_arn = a.group.arn if a.group is not None else None
-        # training jobs checkpoint before the maximum lifetime stops their nodes
-        checkpoint = controls.expires_at is not None and a.serving_min is None
+        # training jobs checkpoint before the maximum lifetime or the schedule stops their nodes
+        checkpoint = a.serving_min is None and (
+            controls.expires_at is not None or controls.schedule is not None
+        )
         role, policy = self._service_role(
             f"{name}-scheduler",
             "scheduler.amazonaws.com",
@@ -220,29 +231,33 @@ class StackCostControls(pulumi.ComponentResource):
                 opts=opts,
             )
 
+        def checkpoint_first(
+            suffix: str, expression: str, timezone: str, stop_at: datetime | None, reason: str
+        ) -> None:
+            command = checkpoint_command(a.stack, stop_at, reason, JOB_COMMAND)
+            schedule(
+                suffix,
+                expression,
+                timezone,
+                pulumi.Output.from_input(("ssm:sendCommand", command)),
+                f"checkpoint the jobs {CHECKPOINT_BEFORE_STOP.seconds // 60} min before the "
+                "nodes stop",
+            )
+
         if controls.schedule:
             s = controls.schedule
             schedule("schedule-start", s.cron(s.start), s.timezone, start, f"start at {s.start}")
             schedule("schedule-stop", s.cron(s.stop), s.timezone, stop, f"stop at {s.stop}")
+            if checkpoint:
+                before = s.cron_before(s.stop, CHECKPOINT_BEFORE_STOP)
+                checkpoint_first("schedule-checkpoint", before, s.timezone, None, "schedule")
         if controls.expires_at:
             moment = controls.expires_at
             schedule("expiry-stop", at_expression(moment), "UTC", stop, controls.expiry_reason)
             if checkpoint:
-                schedule(
-                    "expiry-checkpoint",
-                    at_expression(moment - CHECKPOINT_BEFORE_STOP),
-                    "UTC",
-                    pulumi.Output.from_input(
-                        (
-                            "ssm:sendCommand",
-                            checkpoint_command(
-                                a.stack, moment, controls.expiry_reason, JOB_COMMAND
-                            ),
-                        )
-                    ),
-                    f"checkpoint the jobs {CHECKPOINT_BEFORE_STOP.seconds // 60} min before "
-                    "the nodes stop",
-                )
+                before = at_expression(moment - CHECKPOINT_BEFORE_STOP)
+                reason = controls.expiry_reason
+                checkpoint_first("expiry-checkpoint", before, "UTC", moment, reason)
             if self.topic is not None:
                 warning = moment - WARNING_BEFORE_EXPIRY
                 aws.scheduler.Schedule(

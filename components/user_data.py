@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -75,9 +76,30 @@ class BootStep:
     arguments: str = ""
 
 
+# A here-document's opening line (not a here-string, <<<): its body is data, kept as it is.
+HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?([A-Za-z_]+)['\"]?")
+
+
+def flush_left(script: str) -> str:
+    """A shell script with each line's indentation removed (bash ignores it), except inside
+    its here-documents (Python, YAML, unit files: there it is data). Room in the user data."""
+    lines, end = [], None
+    for line in script.split("\n"):
+        if end is not None:
+            lines.append(line)
+            end = None if line.strip() == end else end
+            continue
+        opening = HEREDOC.search(line)
+        if opening and not line.lstrip().startswith("#"):
+            end = opening.group(1)
+        lines.append(line.lstrip(" \t"))
+    return "\n".join(lines)
+
+
 @cache
 def boot_script(name: str) -> str:
-    return (BOOT_DIR / name).read_text()
+    text = (BOOT_DIR / name).read_text()
+    return flush_left(text) if name.endswith(".sh") else text
 
 
 def fill(template: str, values: dict[str, str]) -> str:
@@ -266,11 +288,6 @@ def render_user_data(boot: BootConfig) -> str:
     }
     steps = cluster_steps(boot)
     installs = [step_block(step) for step in steps]
-    installs.append(
-        install_file(
-            "/usr/local/lib/gpu-cluster/allreduce_bench.py", boot_script("allreduce_bench.py")
-        )
-    )
     if boot.spot:
         installs.append(install_file(SPOT_WATCH, boot_script("gpu-cluster-spot-watch.sh")))
     installs.append(
@@ -281,7 +298,10 @@ def render_user_data(boot: BootConfig) -> str:
     )
     # the spot watcher first (a notice may come while the steps run), the timers last
     spot = ("systemctl start gpu-cluster-spot-watch.service",) if boot.spot else ()
-    timers = ("systemctl start gpu-cluster-nodes-refresh.timer gpu-cluster-health-watch.timer",)
+    timers = (
+        "systemctl start gpu-cluster-nodes-refresh.timer gpu-cluster-health-watch.timer"
+        " gpu-cluster-activity.timer",
+    )
     return assemble(env, installs, start_lines(steps, spot, timers))
 
 
@@ -368,14 +388,28 @@ RUN_COMMAND_TIMEOUT_SECONDS = 172800
 
 
 def run_on_every_node_command(
-    region: str, target_key: str, target_value: str, script: str = "train.py"
+    region: str, target_key: str, target_value: str, script: str = "train.py", setup: str = ""
 ) -> str:
-    """An SSM Run Command that starts the job on every node of a group at once."""
+    """An SSM Run Command that starts the job on every node of a group at once (``setup``: a
+    command run as root first)."""
     command = f"cd /home/ubuntu && sudo -u ubuntu {torchrun_command(script)}"
+    commands = json.dumps([*([setup] if setup else []), command])
     return (
         f"aws ssm send-command --region {region} --document-name AWS-RunShellScript "
         f"--targets Key=tag:{target_key},Values={target_value} "
-        f'--parameters \'{{"commands":["{command}"],'
+        f'--parameters \'{{"commands":{commands},'
         f'"executionTimeout":["{RUN_COMMAND_TIMEOUT_SECONDS}"]}}\' '
         f"--timeout-seconds 600"
+    )
+
+
+def bench_install_command() -> str:
+    """Writes allreduce_bench.py on the node (the NCCL test brings it: the user data has no room
+    for a script only that test runs)."""
+    payload = base64.b64encode(
+        gzip.compress(without_comments(boot_script("allreduce_bench.py")).encode(), 9, mtime=0)
+    ).decode()
+    return (
+        f"install -d /usr/local/lib/gpu-cluster && echo {payload} | base64 -d | gunzip > "
+        f"{ALLREDUCE_BENCH_PATH} && chmod 644 {ALLREDUCE_BENCH_PATH}"
     )

@@ -425,7 +425,9 @@ def data_path(bucket: str, spec: ResolvedCluster) -> str:
             "outside the VPC and network.natGateway is false; use aws s3 cp or boto3, which "
             "reach the bucket through the S3 gateway endpoint)"
         )
-    return (
-        f"s3://{bucket} read-only at {DATA_MOUNT} (Mountpoint for Amazon S3, "
-        f"read cache on {SCRATCH_MOUNT})"
+    cache = (
+        f"read cache on {SCRATCH_MOUNT}"
+        if spec.facts.nvme_disk_count
+        else "no read cache: no NVMe, and the root volume is kept for the node"
     )
+    return f"s3://{bucket} read-only at {DATA_MOUNT} (Mountpoint for Amazon S3, {cache})"

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_cluster.components.naming import SECRET_NAME
+from gpu_cluster.components.naming import (
+    SECRET_NAME_ALLOWED,
+    secret_name_problem,
+    suggest_secret_name,
+)
 from gpu_cluster.infra.errors import Problem
 from gpu_cluster.infra.spec import PROJECT
 from pulumi.runtime.config import is_config_secret
@@ -41,15 +45,15 @@ def secret_names(value: Any) -> tuple[list[str], list[Problem]]:
     runtime_secret = is_config_secret(KEY)
     for name, secret in value.items():
         path = f"{KEY}.{name}"
-        if not SECRET_NAME.match(str(name)):
+        if why := secret_name_problem(str(name)):
             problems.append(
                 Problem(
                     path=path,
                     received=str(name),
-                    problem="not a usable secret name (it becomes an environment variable)",
-                    allowed="letters, digits and _, not starting with a digit, at most 128",
-                    fix=f"pulumi config rm --path secrets.{name}; set it under a name like "
-                    "WANDB_API_KEY",
+                    problem=f"not a usable secret name: {why}",
+                    allowed=f"{SECRET_NAME_ALLOWED}; not a name the node sets",
+                    fix=f"pulumi config rm --path secrets.{name}; then pulumi config set "
+                    f"--secret --path secrets.{suggest_secret_name(str(name))} <value>",
                 )
             )
         elif not (is_ciphertext(secret) or (isinstance(secret, str) and runtime_secret)):

@@ -130,8 +130,9 @@ class FakeImds:
     get no answer for `hang_seconds`), `fail_paths` (path -> status to answer instead; a path
     is relative to /latest/meta-data/, or /latest/ for dynamic/ and user-data), `fail_count`
     (path -> answer the fault only that many more times), `hang_paths`, `expire_tokens` (every
-    token is rejected with 401). `requests` records (method, path, status) of each request;
-    status 0 means no answer was sent.
+    token is rejected with 401), `delay_seconds` (every answer that late). It serves the
+    instance profile's credentials under iam/security-credentials/<role>. `requests` records
+    (method, path, status) of each request; status 0 means no answer was sent.
     """
 
     def __init__(
@@ -148,6 +149,7 @@ class FakeImds:
         metadata: dict[str, str] | None = None,
         user_data: str | None = None,
         hang_seconds: float = 30.0,
+        role: str = "gpu-cluster-train-node-role",
     ) -> None:
         region = zone[:-1]
         iface = f"network/interfaces/macs/{mac}"
@@ -172,6 +174,27 @@ class FakeImds:
             "placement/region": region,
             "reservation-id": "r-0123456789abcdef0",
             "security-groups": "gpu-cluster-nodes",
+            # the instance profile's role credentials, as the SDKs and the AWS CLI read them
+            # (EC2 User Guide, "Retrieve security credentials from instance metadata")
+            "iam/info": json.dumps(
+                {
+                    "Code": "Success",
+                    "LastUpdated": "2026-12-01T08:00:00Z",
+                    "InstanceProfileArn": f"arn:aws:iam::123456789012:instance-profile/{role}",
+                    "InstanceProfileId": "AIPAEXAMPLEPROFILEID1",
+                }
+            ),
+            f"iam/security-credentials/{role}": json.dumps(
+                {
+                    "Code": "Success",
+                    "LastUpdated": "2026-12-01T08:00:00Z",
+                    "Type": "AWS-HMAC",
+                    "AccessKeyId": "ASIAEXAMPLEINSTANCE1",
+                    "SecretAccessKey": "instance-profile-secret",
+                    "Token": "instance-profile-session-token",
+                    "Expiration": "2099-12-01T14:00:00Z",
+                }
+            ),
         }
         self.metadata.update(metadata or {})
         identity = {
@@ -190,6 +213,7 @@ class FakeImds:
         }
         self.user_data = user_data
         self.hang_seconds = hang_seconds
+        self.delay_seconds = 0.0  # every answer this late (a busy IMDS: throttled, slow)
         self.fail_token = 0
         self.fail_token_status = 503
         self.hang_token = False
@@ -300,6 +324,8 @@ class FakeImds:
         handler.close_connection = True
 
     def _handle(self, handler: _Handler) -> None:
+        if self.delay_seconds:
+            self._stopping.wait(self.delay_seconds)
         method = handler.command
         path = urlsplit(handler.path).path
         length = int(handler.headers.get("Content-Length") or 0)

@@ -1,24 +1,31 @@
 """The boot harness: a node's rendered user data run as bash on this machine, every system path
 under a temporary root (GPUC_ROOT), every command the node calls answered as the real AMI would.
 
-- IMDSv2: a real HTTP server (boot_fakes.FakeImds) reached with the real curl, faults injectable.
-- nvidia-smi, fi_info, lspci, apt-get, dpkg: boot_fakes' scripts printing the real formats.
-- systemctl: runs a unit's ExecStart when it is started (boot steps run as they would; a
-  daemon such as the spot watcher runs for at most 2 s, HARNESS_DAEMON_SECONDS), records
-  enable/start/reboot;
+- systemd: tests/fake_systemd.py runs units as systemd does (clean environment, User=,
+  WorkingDirectory=, ordering, Restart=, KillMode=, timers); BootNode.reboot() stops every unit
+  and starts what is enabled, power_off() loses the node (every process killed at once).
+- IMDSv2: a real HTTP server (boot_fakes.FakeImds) reached with the real curl, faults
+  injectable; it serves the instance profile's credentials, which the real AWS CLI takes.
+- Time runs HARNESS_TIME_SCALE times faster on the node: `sleep` and systemd's RestartSec= and
+  timers are scaled; the scripts keep their real delays (no test-only knobs).
+- nvidia-smi, fi_info, lspci, apt-get, dpkg: boot_fakes' scripts printing the real formats;
   journalctl prints the node's kernel log.
 - aws: a recording stub answering from a table, or the real AWS CLI against a moto server.
 - Downloads from outside (release buckets, apt keys) succeed or fail as a test says.
-Each test builds a BootNode, boots it (or runs one step) and reads what the node left behind.
+Each test builds a BootNode, boots it (or runs one step as SSM Run Command would, as root with
+the agent's clean environment) and reads what the node left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,28 @@ from boot_fakes import (
 )
 
 BASH = shutil.which("bash") or "/bin/bash"
+SYSTEMD_SOURCE = (Path(__file__).parent / "fake_systemd.py").read_text()
+TIME_SCALE = 30  # node seconds per harness second (sleep, RestartSec=, timers)
+JOB_USER = "ubuntu"  # the Deep Learning AMI's user (components/user_data.JOB_USER)
+NODES: list[BootNode] = []  # every node of the running test (conftest powers them off)
+# What the harness adds to systemd's clean environment: where this machine's fakes are (on a
+# real node every one of these is the default: IMDS at 169.254.169.254, AWS by region, /)
+PLUMBING = (
+    "HARNESS",
+    "REAL_CURL",
+    "GPUC_ROOT",
+    "GPUC_IMDS",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "AWS_ENDPOINT_URL",
+    "HARNESS_TIME_SCALE",
+    "GPUC_DISK_GLOB",
+    "GPUC_ARRAY",
+)
+SLEEP = r"""#!/bin/bash
+# sleep on the node: its time runs HARNESS_TIME_SCALE times faster than the harness's
+k="${HARNESS_TIME_SCALE:-1}"
+exec /bin/sleep "$(awk -v s="${1%s}" -v k="$k" 'BEGIN {printf "%.3f", s / k}')"
+"""
 REAL_CURL = shutil.which("curl") or "/usr/bin/curl"
 PYTHON = sys.executable
 VENV_BIN = str(Path(sys.executable).parent)
@@ -54,73 +83,6 @@ P5_4XL = Hardware("H100 80GB HBM3", 1, 0, 0)
 G5 = Hardware("A10G", 1, 0, 0)
 G6 = Hardware("L4", 1, 0, 0)
 G4DN = Hardware("Tesla T4", 1, 0, 0)
-
-SYSTEMCTL = r"""
-import json, os, subprocess, sys
-
-harness, root = os.environ["HARNESS"], os.environ["GPUC_ROOT"]
-path = os.path.join(harness, "systemd.json")
-state = json.load(open(path)) if os.path.exists(path) else {"active": [], "log": [], "runs": []}
-args = sys.argv[1:]
-state["log"].append(args)
-json.dump(state, open(path, "w"))
-
-
-def unit_file(unit):
-    return os.path.join(root, "etc/systemd/system", unit)
-
-
-def start(unit):
-    if not unit.endswith((".service", ".timer")):
-        unit += ".service"
-    if unit.endswith(".timer"):
-        state["active"].append(unit)
-        return 0
-    text = open(unit_file(unit)).read() if os.path.exists(unit_file(unit)) else ""
-    if not text and "@" in unit:  # an instance of a template unit: NAME@INSTANCE.service
-        prefix, instance = unit.split("@", 1)
-        template = unit_file(f"{prefix}@.service")
-        if os.path.exists(template):
-            text = open(template).read().replace("%i", instance.removesuffix(".service"))
-    command = next((l[10:].split() for l in text.splitlines() if l.startswith("ExecStart=")), None)
-    if command is None:
-        return 5  # Unit not found
-    program = root + command[0]
-    if not os.path.exists(program):
-        program = os.path.basename(command[0])
-    if "Type=oneshot" not in text:  # a daemon (the spot watcher, the model container): started,
-        daemon = subprocess.Popen([program, *command[1:]], env=os.environ, start_new_session=True)
-        try:  # left to run a moment as systemd would, then stopped with all it started
-            daemon.wait(timeout=float(os.environ.get("HARNESS_DAEMON_SECONDS", "2")))
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, 9)
-            daemon.wait()
-        state["active"].append(unit)
-        return 0
-    done = subprocess.run([program, *command[1:]], env=os.environ)
-    state["runs"].append({"unit": unit, "rc": done.returncode})
-    if done.returncode == 0:
-        state["active"].append(unit)
-    return done.returncode
-
-
-verb = [a for a in args if not a.startswith("-")]
-rc = 0
-if verb and verb[0] in ("start", "restart"):
-    for unit in verb[1:]:
-        code = start(unit)
-        rc = rc or (0 if "--no-block" in args else code)
-elif verb and verb[0] == "enable" and "--now" in args:
-    for unit in verb[1:]:
-        rc = rc or start(unit)
-elif verb and verb[0] == "is-active":
-    unit = verb[1] if verb[1].endswith((".service", ".timer")) else verb[1] + ".service"
-    rc = 0 if unit in state["active"] else 3
-    if "--quiet" not in args:
-        print("active" if rc == 0 else "inactive")
-json.dump(state, open(path, "w"))
-sys.exit(rc)
-"""
 
 AWS_STUB = r"""
 import json, os, sys
@@ -244,8 +206,10 @@ class BootNode:
         imds: FakeImds,
         hardware: Hardware = P4D,
         aws_endpoint: str | None = None,
+        time_scale: float = TIME_SCALE,
     ) -> None:
         self.folder, self.imds, self.hardware = folder, imds, hardware
+        self.time_scale = time_scale
         self.root, self.harness = folder / "root", folder / "harness"
         self.bin = self.harness / "bin"
         fakes = self.harness / "bin-fakes"
@@ -268,7 +232,18 @@ class BootNode:
             write_executable(fakes / name, text)
         write_executable(self.bin / "dpkg", (fakes / "dpkg").read_text())
         write_executable(self.bin / "apt-get", APT_WRAPPER)
-        write_executable(self.bin / "systemctl", f"#!{PYTHON}\n{SYSTEMCTL}")
+        write_executable(self.bin / "systemctl", f"#!{PYTHON}\n{SYSTEMD_SOURCE}")
+        write_executable(self.bin / "sleep", SLEEP)
+        self.folder.chmod(0o755)
+        traversable(self.folder)
+        # the fakes record what the job user's processes call too
+        self.harness.chmod(0o1777)
+        for record in ("aws-calls.jsonl", "calls", "journal", "downloads", "aws.json"):
+            (self.harness / record).touch()
+            (self.harness / record).chmod(0o666)
+        job_home(self.root)
+        python_for_every_user()
+        NODES.append(self)
         write_executable(self.bin / "curl", CURL)
         for name, body in SHELL_STUBS.items():
             write_executable(self.bin / name, "#!/bin/bash\n" + body)
@@ -308,70 +283,139 @@ class BootNode:
     def activate(self, *units: str) -> None:
         """Units the AMI runs (nvidia-fabricmanager.service, ...)."""
         state = self.systemd()
+        state["external"] = [*state.get("external", []), *units]
         state["active"] += list(units)
         (self.harness / "systemd.json").write_text(json.dumps(state))
 
     # --- running it -------------------------------------------------------------------------
 
     @property
-    def env(self) -> dict[str, str]:
+    def plumbing(self) -> dict[str, str]:
+        """Where this machine keeps what a real node has at its default place."""
         env = {
-            "PATH": f"{self.bin}:{VENV_BIN}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-            "HOME": str(self.folder),
-            "LANG": "C.UTF-8",
             "HARNESS": str(self.harness),
             "REAL_CURL": REAL_CURL,
             "GPUC_ROOT": str(self.root),
             "GPUC_IMDS": self.imds.url,
-            "GPUC_RETRY_DELAY": "0",
-            "GPUC_POLL_SECONDS": "0",
-            "GPUC_HEARTBEAT_SECONDS": "0.2",
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.imds.url + "/",
+            "HARNESS_TIME_SCALE": str(self.time_scale),
             "GPUC_DISK_GLOB": str(self.root / "dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_*"),
             "GPUC_ARRAY": str(self.root / "dev/md/gpuc-scratch"),
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_MAX_ATTEMPTS": "1",
         }
         if self.aws_endpoint:
             env["AWS_ENDPOINT_URL"] = self.aws_endpoint
         return env
 
+    @property
+    def env(self) -> dict[str, str]:
+        """systemd's clean environment for a root unit (and SSM Run Command's, which runs as
+        root from the agent's unit), plus the plumbing: no AWS keys, no region, no delays."""
+        path_prefix = f"{self.bin}:{VENV_BIN}:"
+        return {
+            "PATH": path_prefix + "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+            "HARNESS_PATH_PREFIX": path_prefix,
+            "HARNESS_PASS": " ".join(PLUMBING),
+            **self.plumbing,
+        }
+
     def boot(self, timeout: float = 180) -> subprocess.CompletedProcess:
-        """Run the whole user data, as cloud-init does on first boot (and again: a reboot of
-        a node runs only the enabled units; call step() for those)."""
+        """Run the whole user data, as cloud-init does on first boot (later boots run only the
+        enabled units: reboot())."""
         return subprocess.run(
             [BASH, str(self.user_data)],
             env=self.env,
             capture_output=True,
             text=True,
             timeout=timeout,
+            cwd=self.root,
         )
 
     def step(self, name: str, *args: str, timeout: float = 120, **kwargs: Any):
-        """Run one installed boot step (/usr/local/sbin/NAME or /usr/local/bin/NAME)."""
+        """Run one installed program (/usr/local/sbin/NAME or /usr/local/bin/NAME) as SSM Run
+        Command does: as root, in the agent's clean environment. ``env``: more harness-only
+        variables, passed on to the units it starts."""
         program = self.root / "usr/local/sbin" / name
         if not program.exists():
             program = self.root / "usr/local/bin" / name
-        env = {**self.env, **kwargs.pop("env", {})}
+        extra = kwargs.pop("env", {})
+        env = {**self.env, **extra}
+        env["HARNESS_PASS"] = " ".join([*PLUMBING, *extra])
         return subprocess.run(
             [BASH, str(program), *args],
             env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
+            cwd=kwargs.pop("cwd", self.root),
             **kwargs,
         )
 
+    def systemctl(self, *args: str, env: dict[str, str] | None = None):
+        """`systemctl ARGS` on the node (as root), e.g. ("stop", "gpu-cluster-job@x")."""
+        extra = env or {}
+        full = {**self.env, **extra, "HARNESS_PASS": " ".join([*PLUMBING, *extra])}
+        return subprocess.run(
+            [str(self.bin / "systemctl"), *args], env=full, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+
+    def unit_state(self, unit: str) -> str:
+        unit = unit if "." in unit else unit + ".service"
+        return self.systemd().get("units", {}).get(unit, {}).get("state", "inactive")
+
+    def wait_unit(self, unit: str, *states: str, timeout: float = 60) -> str:
+        """Wait until ``unit`` is in one of ``states`` (default: it has stopped)."""
+        wanted = states or ("inactive", "failed")
+        deadline = time.monotonic() + timeout
+        while (now := self.unit_state(unit)) not in wanted:
+            assert time.monotonic() < deadline, f"{unit} is {now}, not {wanted}: {self.journal()}"
+            time.sleep(0.05)
+        return now
+
+    def journal(self) -> str:
+        path = self.harness / "journal"
+        return path.read_text() if path.exists() else ""
+
+    def power_off(self) -> None:
+        """The node is lost: every process it runs is killed at once (no unit stops cleanly)."""
+        state = self.systemd()
+        for session in state.get("sessions", []):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(session, signal.SIGKILL)
+        for unit in state.get("units", {}).values():
+            if unit.get("pid"):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(unit["pid"], signal.SIGKILL)
+        if state.get("units"):
+            state["units"] = {}
+            state["sessions"] = []
+            state["active"] = list(state.get("external", []))
+            (self.harness / "systemd.json").write_text(json.dumps(state))
+
+    def reboot(self, env: dict[str, str] | None = None) -> None:
+        """A clean reboot: every running unit stopped (its KillSignal, its stop timeout), the
+        tmpfs /run emptied, then the next boot: every enabled unit started (cloud-init does not
+        run the user data again)."""
+        for unit, record in reversed(list(self.systemd().get("units", {}).items())):
+            if record.get("state") in ("active", "activating"):
+                self.systemctl("stop", unit, env=env)
+        self.power_off()
+        shutil.rmtree(self.root / "run", ignore_errors=True)
+        (self.root / "run").mkdir()
+        for unit in self.systemd().get("enabled", []):
+            self.systemctl("start", "--no-block", unit, env=env)
+
     def install_only(self) -> subprocess.CompletedProcess:
-        """Write every file and unit of the user data without starting any step."""
-        stub = self.bin / "systemctl"
-        real = stub.read_text()
-        write_executable(stub, "#!/bin/bash\nexit 0\n")
-        try:
-            return self.boot()
-        finally:
-            write_executable(stub, real)
+        """Write every file and unit of the user data (units enabled) without starting any."""
+        return subprocess.run(
+            [BASH, str(self.user_data)],
+            env={**self.env, "HARNESS_INSTALL_ONLY": "1"},
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=self.root,
+        )
 
     # --- what it left behind ----------------------------------------------------------------
 
@@ -402,6 +446,45 @@ class BootNode:
 
     def env_file(self, path: str) -> dict[str, str]:
         return dict(line.split("=", 1) for line in self.read(path).splitlines() if "=" in line)
+
+
+def traversable(folder: Path) -> None:
+    """Let the job user reach the node's root (pytest's temporary folders are 0700)."""
+    for parent in [folder, *folder.parents]:
+        if parent == Path("/"):
+            break
+        mode = parent.stat().st_mode
+        if not mode & 0o001:
+            parent.chmod(mode | 0o011)
+
+
+def python_for_every_user() -> None:
+    """The job user runs this machine's Python (the real AWS CLI, torch): as on the AMI, where
+    /opt/pytorch is everyone's, its folders must be traversable (pyenv keeps it under /root)."""
+    for path in (Path(os.path.realpath(sys.executable)), Path(VENV_BIN)):
+        traversable(path.parent if path.is_file() else path)
+
+
+def job_home(root: Path) -> None:
+    """The AMI's job user and its home (what `User=ubuntu` and `WorkingDirectory=~` need):
+    the user on this machine, the home under the node's root."""
+    import pwd
+
+    try:
+        pwd.getpwnam(JOB_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", JOB_USER],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    home = root / "home" / JOB_USER
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.chown(home, JOB_USER, user_group(JOB_USER))
+
+
+def power_off_every_node() -> None:
+    while NODES:
+        NODES.pop().power_off()
 
 
 def moto_instance(endpoint: str, tags: dict[str, str] | None = None) -> str:

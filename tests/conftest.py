@@ -50,6 +50,17 @@ def plan_config(config: dict[str, str], stack: str = "test") -> Plan:
     return run_plan(stack, config)
 
 
+@pytest.fixture(autouse=True)
+def _no_node_outlives_its_test():
+    """Every harness node's units and timers stop with the test (a real node's die with it)."""
+    yield
+    import sys
+
+    harness = sys.modules.get("boot_harness")
+    if harness is not None:
+        harness.power_off_every_node()
+
+
 @pytest.fixture(scope="session")
 def train_plan() -> Plan:
     plan = plan_stack("train")

@@ -159,6 +159,11 @@ def gang_access(plan) -> dict:
     return json.loads(policy.inputs["policy"])
 
 
+def alert_access(plan) -> dict:
+    (policy,) = [r for r in plan.of_type(ROLE_POLICY) if r.name.endswith("node-alerts-access")]
+    return json.loads(policy.inputs["policy"])
+
+
 def test_a_training_cluster_stops_a_partial_gang_after_30_minutes_by_default():
     plan = plan_config({**TRAIN_LIKE}, stack="train")
     assert plan.error is None, plan.error
@@ -179,8 +184,9 @@ def test_a_training_cluster_stops_a_partial_gang_after_30_minutes_by_default():
     (group,) = plan.of_type("aws:autoscaling/group:Group")
     stack_tag = {"key": "gpu-cluster:stack", "value": "train", "propagateAtLaunch": True}
     assert stack_tag in group.inputs["tags"]  # the tag the condition reads
-    assert statements["TellAlertTopic"]["Resource"] == plan.state(topic)["arn"]
-    assert statements["FindAlertTopic"]["Resource"] == plan.state(parameter)["arn"]
+    alerts = {s["Sid"]: s for s in alert_access(plan)["Statement"]}  # every node may tell
+    assert alerts["TellAlertTopic"]["Resource"] == plan.state(topic)["arn"]
+    assert alerts["FindAlertTopic"]["Resource"] == plan.state(parameter)["arn"]
 
 
 def test_the_gang_timeout_is_the_stacks_to_set_or_turn_off():
@@ -190,14 +196,15 @@ def test_the_gang_timeout_is_the_stacks_to_set_or_turn_off():
     assert plan.error is None, plan.error
     assert cluster_env(plan)["GANG_TIMEOUT"] == "0"
     assert not [r for r in plan.of_type(ROLE_POLICY) if r.name.endswith("gang-stop-access")]
-    assert not plan.of_type("aws:sns/topic:Topic")  # nothing else sends alerts on this stack
+    # the topic stays: the idle stop's missing data and the nodes' own alerts go there
+    assert plan.of_type("aws:sns/topic:Topic") and alert_access(plan)
 
 
 def test_one_node_is_no_gang():
     plan = plan_config({**TRAIN_LIKE, "gpu-cluster:nodes": "1"}, stack="solo")
     assert plan.error is None, plan.error
     assert cluster_env(plan)["GANG_TIMEOUT"] == "0"
-    assert not [r for r in plan.of_type(PARAMETER) if r.name.endswith("alerts-topic")]
+    assert not [r for r in plan.of_type(ROLE_POLICY) if r.name.endswith("gang-stop-access")]
 
 
 def test_a_gang_timeout_shorter_than_a_boot_is_refused():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from boot_fakes import FakeImds
-from boot_harness import G5, P4D, P5_4XL, VENV_BIN, BootNode, Hardware, moto_instance, run_as
+from boot_harness import P4D, P5_4XL, VENV_BIN, BootNode, Hardware, moto_instance, run_as
 from conftest import TRAIN_LIKE, only, plan_config
 from gpu_cluster.components.user_data import (
     BootConfig,
@@ -29,7 +29,7 @@ LT = "aws:ec2/launchTemplate:LaunchTemplate"
 SELF = "i-0abc1234def567890"
 LUSTRE = "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abc"
 TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1", nvswitch=True, row_remapping=True)
-GROUP = ("Tags[?Key==", "train-nodes-group")
+GROUP = ("aws:autoscaling:groupName", "train-nodes-group")
 ONE_NODE = [
     GROUP,
     ("describe-auto-scaling-groups", "2"),
@@ -88,6 +88,9 @@ def test_a_p4d_node_boots_every_step_and_reports_ok(make_node):
     node = make_node()
     result = node.boot()
     assert result.returncode == 0, result.stderr
+    # the node list and the jobs start in the background (cloud-final is not held up)
+    for unit in ("gpu-cluster-nodes", "gpu-cluster-jobs"):
+        assert node.wait_unit(unit, "active", "failed") == "active", node.journal()
     runs = {run["unit"]: run["rc"] for run in node.systemd()["runs"]}
     assert runs == {
         "gpu-cluster-scratch.service": 0,
@@ -257,20 +260,6 @@ def test_no_driver_is_no_gpus(make_node):
     assert "gpus:0/8" in node.read("/etc/gpu-cluster/health")
 
 
-def test_ecc_reads_aggregate_counters_not_the_volatile_ones(make_node):
-    node = make_node(replace(TRAIN, row_remapping=False), hardware=G5)
-    node.install_only()
-    (node.root / "etc/gpu-cluster/cluster.env").write_text(
-        node.read("/etc/gpu-cluster/cluster.env")
-        .replace("GPUS_PER_NODE=8", "GPUS_PER_NODE=1")
-        .replace("EFA_INTERFACES=4", "EFA_INTERFACES=0")
-        .replace("NVSWITCH=true", "NVSWITCH=false")
-    )
-    node.set_gpus(ecc_aggregate_uncorrected={"0": 2}, ecc_volatile_uncorrected={"0": 0})
-    assert node.step("gpu-cluster-health").returncode == 1
-    assert "ecc:1-gpus" in node.read("/etc/gpu-cluster/health")
-
-
 def test_row_remapping_failure_replaces_and_pending_reboots_once(make_node):
     node = make_node()
     node.install_only()
@@ -325,7 +314,7 @@ def test_nvswitch_hardware_without_the_fabric_manager_fails(make_node):
     node = make_node(replace(TRAIN, nvswitch=False))
     node.install_only()
     state = node.systemd()
-    state["active"] = []
+    state["active"], state["external"] = [], []
     (node.harness / "systemd.json").write_text(json.dumps(state))
     assert node.step("gpu-cluster-health").returncode == 1  # lspci lists 6 NVSwitches
     assert "fabricmanager:inactive" in node.read("/etc/gpu-cluster/health")
@@ -351,6 +340,7 @@ def test_two_failures_reach_the_instance_tag_through_the_real_aws_cli(make_node,
 def test_a_fatal_xid_while_running_marks_the_node_unhealthy(make_node):
     node = make_node()
     node.boot()
+    node.wait_unit("gpu-cluster-jobs", "active", "failed")
     calls = len(node.aws_calls())
     assert node.step("gpu-cluster-health", "--watch").returncode == 0
     assert len(node.aws_calls()) == calls  # nothing changed: nothing published

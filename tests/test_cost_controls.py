@@ -40,14 +40,14 @@ def test_the_dev_box_stops_after_30_idle_minutes_and_keeps_its_disk():
     plan = planned(DEV, "dev")
     (alarm,) = plan.of_type(ALARM)
     inputs = alarm.inputs
-    assert (inputs["namespace"], inputs["metricName"]) == (
-        "gpu-cluster",
-        "nvidia_smi_utilization_gpu",
-    )
+    # the node's own metric: its busiest GPU, or 100 while a job runs (test_idle_stop_jobs.py)
+    assert (inputs["namespace"], inputs["metricName"]) == ("gpu-cluster", "Activity")
     assert inputs["statistic"] == "Maximum" and inputs["period"] == 300
     assert inputs["evaluationPeriods"] == inputs["datapointsToAlarm"] == 6  # 30 min
     assert inputs["threshold"] == 5 and inputs["comparisonOperator"] == "LessThanThreshold"
-    assert inputs["treatMissingData"] == "notBreaching"  # no metrics never stops a box
+    assert inputs["treatMissingData"] == "missing"  # no metrics never stops a box, it alerts
+    topic = plan.state(plan.named("dev-cost-alerts"))["arn"]
+    assert inputs["insufficientDataActions"] == [topic]
     box = plan.state(plan.of_type("aws:ec2/instance:Instance")[0])
     assert inputs["dimensions"] == {"InstanceId": box["id"]}
     assert inputs["alarmActions"][0] == "arn:aws:automate:us-east-1:ec2:stop"
@@ -56,8 +56,8 @@ def test_the_dev_box_stops_after_30_idle_minutes_and_keeps_its_disk():
 def test_a_cluster_scales_to_zero_after_an_idle_hour():
     plan = planned(TRAIN, "train")
     (alarm,) = plan.of_type(ALARM)
-    group = plan.state(plan.of_type("aws:autoscaling/group:Group")[0])
-    assert alarm.inputs["dimensions"] == {"AutoScalingGroupName": group["name"]}
+    # what every node of the group puts (boot/gpu-cluster-gpu-metrics.sh --activity)
+    assert alarm.inputs["dimensions"] == {"Cluster": "train", "Stack": "train"}
     assert alarm.inputs["evaluationPeriods"] == 12  # 60 min
     (policy,) = plan.of_type("aws:autoscaling/policy:Policy")
     assert policy.inputs["adjustmentType"] == "ExactCapacity"
@@ -110,6 +110,8 @@ def test_working_hours_schedule_with_a_role_scoped_to_the_box():
         "StartWithEncryptedVolumes",
         "WarnBeforeExpiry",
         "PublishEncrypted",
+        "CheckpointBeforeStop",  # the jobs checkpoint before the schedule stops the box
+        "CheckpointThisStacksNodes",
     }
     trust = json.loads(plan.named("dev-cost-scheduler-role").inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
@@ -131,7 +133,9 @@ def test_a_clusters_schedule_resizes_only_its_group():
     statements = {s["Sid"]: s for s in access["Statement"]}
     assert statements["ResizeTheGroup"]["Action"] == "autoscaling:UpdateAutoScalingGroup"
     assert statements["ResizeTheGroup"]["Resource"] == group["arn"]
-    assert "CheckpointThisStacksNodes" not in statements  # no expiry: no checkpoint command
+    # the schedule's stop is a planned stop too: the jobs checkpoint first (as before expiry)
+    assert "CheckpointThisStacksNodes" in statements
+    assert "train-cost-schedule-checkpoint" in schedules
 
 
 def test_the_maximum_lifetime_stops_the_nodes_after_a_warning():

@@ -9,6 +9,7 @@ import shutil
 import pytest
 from boot_fakes import FakeImds
 from boot_harness import BootNode
+from conftest import TRAIN_LIKE, plan_config
 from gpu_cluster.components.user_data import BootConfig, render_user_data
 
 RELEASE = "https://s3.amazonaws.com/mountpoint-s3-release/latest/x86_64/mount-s3.deb"
@@ -20,11 +21,16 @@ def imds():
         yield server
 
 
-def data_step(tmp_path, imds, *, installed=False, internet=True, mounted=False, blocked=()):
-    """Install the node, run gpu-cluster-data; the node and the step's log."""
+def data_step(
+    tmp_path, imds, *, installed=False, internet=True, mounted=False, blocked=(), scratch="ok"
+):
+    """Install the node, run gpu-cluster-data after the scratch step's result (``scratch``:
+    "ok" on the NVMe volume, as the unit ordering has it); the node and the step's log."""
     boot = BootConfig("train", "us-east-1", 8, 8, 4, "gpuc-data-1", internet=internet)
     node = BootNode(tmp_path, render_user_data(boot), imds)
     assert node.install_only().returncode == 0
+    node.file("/run/gpu-cluster").mkdir(parents=True, exist_ok=True)
+    node.file("/run/gpu-cluster/step-scratch").write_text(f"{scratch}\n")
     node.unreachable(*blocked)
     if installed:  # the AMI has Mountpoint already
         shutil.copy(node.bin / "mount-s3.installed", node.bin / "mount-s3")
@@ -63,6 +69,28 @@ def test_mounts_the_bucket_read_only_with_its_cache_on_nvme(tmp_path, imds):
     assert node.read("/etc/fuse.conf") == "user_allow_other\n"
     assert "s3://gpuc-data-1 at /mnt/data" in log and result(node) == "ok"
     assert downloads(node) == [] and apt_calls(node) == []  # nothing installed
+
+
+@pytest.mark.parametrize(
+    "scratch", ["ok: root volume", "failed: NVMe not set up; /mnt/nvme is on the root volume"]
+)
+def test_without_nvme_scratch_the_mount_caches_nothing_on_the_root_volume(tmp_path, imds, scratch):
+    """Mountpoint's own cache bound leaves only 5% of the disk free; on the root volume the
+    cache would fill the disk the agents and checkpoints need (and gp3 reads slower than S3)."""
+    node, log = data_step(tmp_path, imds, installed=True, scratch=scratch)
+    (mount,) = mounts_s3(node)
+    assert "--cache" not in mount.split()
+    assert mount.startswith("mount-s3 --read-only --allow-other --region us-east-1 gpuc-data-1")
+    assert "(no cache)" in log and result(node) == "ok"
+
+
+def test_the_plan_says_where_the_read_cache_is():
+    with_nvme = plan_config({**TRAIN_LIKE}, "train")
+    assert "read cache on /mnt/nvme" in with_nvme.outputs["dataPath"]
+    arm = {"gpu-cluster:instanceType": "g5g.xlarge", "gpu-cluster:nodes": "1"}  # no NVMe
+    without = plan_config({**TRAIN_LIKE, **arm}, "arm")
+    assert without.error is None, without.error
+    assert "no read cache: no NVMe" in without.outputs["dataPath"]
 
 
 def test_installs_mountpoint_from_its_release_bucket_first(tmp_path, imds):

@@ -1,7 +1,7 @@
-"""gpu-cluster: measure all-reduce bus bandwidth across the cluster with NCCL (through PyTorch,
-so it runs with the same rendezvous as training: `gpuc-torchrun <this file>`).
-
-Bus bandwidth is what nccl-tests reports: algorithm bandwidth x 2(n-1)/n, n = ranks."""
+# gpu-cluster: measure all-reduce bus bandwidth across the cluster with NCCL (through PyTorch,
+# so it runs with the same rendezvous as training: `gpuc-torchrun <this file>`).
+# Bus bandwidth is what nccl-tests reports: algorithm bandwidth x 2(n-1)/n, n = ranks.
+# (Comments, not docstrings: the node's user data carries this file without its comments.)
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ WARMUP, ITERATIONS = 5, 20
 
 
 def bus_bandwidth_gbytes(size_bytes: int, seconds: float, ranks: int) -> float:
-    """nccl-tests' busbw for all-reduce, in GB/s."""
+    # nccl-tests' busbw for all-reduce, in GB/s
     return size_bytes / seconds * 2 * (ranks - 1) / ranks / 1e9
 
 

@@ -1,14 +1,30 @@
 #!/bin/bash
-# gpu-cluster: publish GPU utilization for the idle stop - the CloudWatch agent's NVIDIA GPU
-# metrics (nvidia_smi_utilization_gpu) in the gpu-cluster namespace, rolled up per instance and
-# per Auto Scaling group, every minute. Installs the agent from AWS's regional bucket (through
+# gpu-cluster: publish GPU utilization - the CloudWatch agent's NVIDIA GPU metrics
+# (nvidia_smi_utilization_gpu) in the gpu-cluster namespace, rolled up per instance and per
+# Auto Scaling group, every minute. Installs the agent from AWS's regional bucket (through
 # the VPC's S3 gateway endpoint) unless the AMI has it, waiting for the dpkg lock. Runs at
 # every boot; a failure fails the unit (systemd retries it) and the health status says
-# "degraded:gpu-metrics" (without GPU metrics the idle stop never fires).
+# "degraded:gpu-metrics".
+#   --activity  (a timer, every minute) the idle stop's own metric, gpu-cluster/Activity: the
+#               busiest GPU's utilization, or 100 while a job unit runs (a job staging data at
+#               0% GPU is not idle), per instance (the dev box's alarm: EC2's stop action wants
+#               an InstanceId dimension) and per cluster and stack (a group's alarm); put with
+#               the AWS CLI, so it does not depend on the agent. No readable GPU counts as idle
+#               (such a node fails its health check anyway).
 set -uo pipefail
 export STEP=gpu-metrics
 # shellcheck source=/dev/null
 . "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+if [ "${1:-}" = --activity ]; then
+  value=$(timeout 30 nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits \
+    | awk '$1 ~ /^[0-9]+$/ && $1 > max {max = $1} END {print max + 0}')
+  systemctl list-units 'gpu-cluster-job@*' --state=active --no-legend | grep -q . && value=100
+  self=$(imds instance-id) || exit 1
+  data="MetricName=Activity,Unit=Percent,Value=$value,Dimensions=[{Name="
+  aws cloudwatch put-metric-data --region "$REGION" --namespace gpu-cluster --metric-data \
+    "${data}InstanceId,Value=$self}]" "${data}Cluster,Value=$CLUSTER},{Name=Stack,Value=$STACK}]"
+  exit
+fi
 AGENT_DIR="$R/opt/aws/amazon-cloudwatch-agent"
 CTL="$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl"
 fail() { log "$1"; step_result "failed: $1"; exit 1; }  # the unit retries; health says degraded
@@ -17,7 +33,7 @@ if [ ! -x "$CTL" ]; then
   package="$(mktemp -d)/amazon-cloudwatch-agent.deb"
   url="https://amazoncloudwatch-agent-$REGION.s3.$REGION.amazonaws.com/ubuntu/$arch/latest/amazon-cloudwatch-agent.deb"
   download "$url" "$package" \
-    || fail "could not download the CloudWatch agent from $url: no GPU metrics, no idle stop"
+    || fail "could not download the CloudWatch agent from $url: no GPU metrics"
   apt_run install "$package" || fail "could not install the CloudWatch agent (see apt-get above)"
   rm -rf "$(dirname "$package")"
 fi

@@ -4,7 +4,8 @@
 #   gpu-cluster-jobs boot        start every active job (a node that joins later, a reboot)
 #   gpu-cluster-jobs start NAME  read the spec, start gpu-cluster-job@NAME (a unit of its own)
 #   gpu-cluster-jobs stop NAME   stop it
-#   gpu-cluster-jobs run NAME    the unit's command: gpuc-torchrun with the job's restarts
+#   gpu-cluster-jobs run NAME    the unit's command: gpuc-torchrun with the job's restarts,
+#                again on the nodes left when the rendezvous host is lost
 #   gpu-cluster-jobs checkpoint NOTICE  "checkpoint now": NOTICE (JSON: action, time) written to
 #                $RUN/checkpoint-now (GPUC_CHECKPOINT_FILE), and SIGUSR1 to each training
 #                worker that handles it: a process torchrun started (TORCHELASTIC_RUN_ID in its
@@ -14,6 +15,16 @@
 #                (DataLoader workers) and the agent get nothing. Sent by the spot watcher on the
 #                two-minute notice and by the stack's schedule before a planned stop.
 # Each node reports its state to .../jobs/NAME/nodes/<instance id> (running, done, failed).
+# The rendezvous (torch's c10d store) lives in the agent of one node, the host; PyTorch has no
+# failover for it (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py: only the
+# host serves). So each run of a job picks its host afresh: the oldest node EC2 lists as running
+# and not failed, the same answer on every node. When torchrun exits because the store went
+# away (RendezvousConnectionError: the host was lost), the survivors pick the next host and
+# start torchrun again: the job resumes from its last checkpoint on the nodes it has. A job's
+# rendezvous id is NAME-RUN and its port is its own (`gpuc run` assigns one per active job), so
+# two jobs never join each other's rendezvous. A run that ends (done, failed) is recorded on the
+# node ($STATE/jobs, the root disk) and in its report: no reboot, resume or replacement runs it
+# again.
 set -uo pipefail
 export STEP=jobs
 # shellcheck source=/dev/null
@@ -28,13 +39,13 @@ spec = json.load(open(sys.argv[1]))
 value = spec.get(sys.argv[2])
 if isinstance(value, list):
     print(" ".join(shlex.quote(str(v)) for v in value))
-elif isinstance(value, dict):  # environment to eval: never the node's own (infra/aws/jobs.py)
+elif isinstance(value, dict):  # environment to eval: never the nodes own (infra/aws/jobs.py)
     own = {line.split("=", 1)[0] for line in open(sys.argv[3]) if "=" in line}
     own |= {"R", "ETC", "RUN", "STATE", "IMDS", "JOBS", "SPECS", "PROC", "STEP", "PATH", "HOME",
             "USER", "LOGNAME", "SHELL", "IFS"}
     def allowed(k):
         return bool(re.fullmatch("[A-Z_][A-Z0-9_]*", k)) and k not in own and (
-            k == "GPUC_ALLOW_SLOW_NETWORK" or not k.startswith(("AWS_", "GPUC_", "TORCHELASTIC_")))
+            k in ("GPUC_ALLOW_SLOW_NETWORK", "GPUC_RDZV_CONF") or not k.startswith(("AWS_", "GPUC_", "TORCHELASTIC_")))
     names = [k for k in sorted(value) if allowed(k)]
     print("\n".join(f"{k}={shlex.quote(str(value[k]))}" for k in names))
 else:
@@ -42,7 +53,7 @@ else:
 PY
 }
 
-report() {  # report NAME STATE [DETAIL [RESTARTS]]: this node's state of this run of a job
+report() {  # report NAME STATE [DETAIL [RESTARTS]]: this nodes state of this run of a job
   local id run detail="${3:-}"
   detail=${detail//\\/\\\\} && detail=${detail//\"/\\\"}  # a JSON string
   id=$(imds instance-id) || return 0
@@ -50,6 +61,17 @@ report() {  # report NAME STATE [DETAIL [RESTARTS]]: this node's state of this r
   aws ssm put-parameter --region "$REGION" --name "$JOBS/$1/nodes/$id" --type String --overwrite \
     --value "{\"state\": \"$2\", \"detail\": \"$detail\", \"restarts\": ${4:-0}, \"run\": \"$run\", \"updated\": \"$(date -u +%FT%TZ)\"}" \
     >/dev/null || echo "gpu-cluster-jobs: could not report $1 $2" >&2
+}
+
+final_of() {  # final_of NAME: done or failed when this node finished this run of NAME
+  local run
+  run=$(spec_field "$SPECS/$1.json" run 2>/dev/null) || return 0
+  awk -v run="$run" '$1 == run {print $2}' "$STATE/jobs/$1.final" 2>/dev/null
+}
+
+finished_elsewhere() {  # a nodes report says this run is done: the job is over
+  aws ssm get-parameters-by-path --region "$REGION" --path "$JOBS/$1/nodes" --output text \
+    --query 'Parameters[].Value' | grep -q "\"state\": \"done\", .*\"run\": \"$2\""
 }
 
 fetch() {  # fetch NAME: the spec into $SPECS/NAME.json (root and the job user may read it)
@@ -83,12 +105,16 @@ training_workers() {
   done
 }
 
-restarts() {  # restarts NAME: how often torchrun restarted the job's workers on this node
-  local count
-  count=$(grep -lzx "GPUC_JOB=$1" "$PROC"/[0-9]*/environ 2>/dev/null \
-    | xargs -r grep -azh '^TORCHELASTIC_RESTART_COUNT=' 2>/dev/null | tr '\0' '\n' \
-    | sed 's/.*=//' | sort -n | tail -1)
-  echo "${count:-0}"
+# rendezvous_host: "INSTANCE-ID IP" of the oldest node of this cluster (and VPC) that EC2 lists
+# as pending or running and whose health tag does not say failed: the same on every node.
+rendezvous_host() {
+  local mac vpc
+  mac=$(imds mac) && vpc=$(imds "network/interfaces/macs/$mac/vpc-id") || return 1
+  aws ec2 describe-instances --region "$REGION" --output text \
+    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$vpc" \
+      "Name=instance-state-name,Values=pending,running" \
+    --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress,Tags[?Key==`gpu-cluster:health`]|[0].Value]' \
+    | sort | awk '$4 !~ /^failed/ {print $2, $3; exit}'
 }
 
 # The job's output, each line prefixed with its name (`gpuc logs --job NAME` finds its lines in
@@ -98,11 +124,15 @@ restarts() {  # restarts NAME: how often torchrun restarted the job's workers on
 # (found N nics)", aws-ofi-nccl src/nccl_ofi_net.cpp) stop the job unless
 # GPUC_ALLOW_SLOW_NETWORK=1: the reason goes to the file VERDICT, and `run` stops torchrun
 # (SIGTERM: it stops its workers).
-watch_output() {  # watch_output NAME VERDICT
-  local awk=(awk)  # mawk (Ubuntu's awk) reads a pipe in blocks unless interactive
+# torchrun's own lines tell two more things: the store went away (RendezvousConnectionError,
+# from torch's c10d backend, with no worker failure: the host is lost) into the file LOST, and
+# each restart of the workers ("Worker group FAILED. 3/3 attempts left; will restart", torch
+# elastic agent, LOGLEVEL=INFO) counted into RESTARTS.
+watch_output() {  # watch_output NAME VERDICT LOST RESTARTS
+  local awk=(awk)  # mawk (Ubuntus awk) reads a pipe in blocks unless interactive
   command -v mawk >/dev/null && awk=(mawk -W interactive)
-  "${awk[@]}" -v job="$1" -v verdict="$2" -v rails="${EFA_INTERFACES:-0}" \
-    -v allow="${GPUC_ALLOW_SLOW_NETWORK:-0}" '
+  "${awk[@]}" -v job="$1" -v verdict="$2" -v lost="$3" -v seen="$4" \
+    -v rails="${EFA_INTERFACES:-0}" -v allow="${GPUC_ALLOW_SLOW_NETWORK:-0}" '
     function slow(why) {
       if (told++) return
       if (allow == "1") { print "[" job "] gpu-cluster: warning: " why; fflush(); return }
@@ -113,6 +143,9 @@ watch_output() {  # watch_output NAME VERDICT
       close(verdict)
     }
     { print "[" job "] " $0; fflush() }
+    /attempts left; will restart worker group/ { n++; print n > seen; close(seen) }
+    /RendezvousConnectionError|RendezvousTimeoutError/ && !child { print > lost; close(lost) }
+    /ChildFailedError/ { child = 1; printf "" > lost; close(lost) }
     rails > 0 && /NCCL INFO Using network Socket/ { slow("NCCL uses TCP sockets, not EFA") }
     rails > 0 && /NET\/OFI Selected [Pp]rovider is / {
       provider = $0; sub(/.*Selected [Pp]rovider is /, "", provider); sub(/[, ].*/, "", provider)
@@ -132,18 +165,32 @@ case "${1:-}" in
     ;;
   start)
     name="${2:?job name}"
+    health=$(cat "$ETC/health" 2>/dev/null || echo unknown)
+    if [ "${health%%:*}" = failed ]; then
+      echo "gpu-cluster-jobs: this node failed its health check ($health); $name not started" >&2
+      exit 1
+    fi
     fetch "$name" || { echo "gpu-cluster-jobs: cannot read job $name" >&2; exit 1; }
     if [ "$(spec_field "$SPECS/$name.json" state)" != "active" ]; then
       echo "gpu-cluster-jobs: job $name is not active; not started" >&2
       exit 0
     fi
-    # the job's output, shipped by the CloudWatch agent (gpu-cluster-gpu-metrics)
-    install -d -m 0755 -o "$JOB_USER" "$R$JOB_LOG_DIR" || exit 1
+    run=$(spec_field "$SPECS/$name.json" run)
+    done_here=$(final_of "$name")
+    if [ -n "$done_here" ] || finished_elsewhere "$name" "$run"; then
+      echo "gpu-cluster-jobs: job $name (run $run) has finished (${done_here:-done}); not" \
+        "started again (gpuc run starts a new run)" >&2
+      exit 0
+    fi
+    # the job's output, shipped by the CloudWatch agent (gpu-cluster-gpu-metrics), and the
+    # record of the runs that ended here
+    install -d -m 0755 -o "$JOB_USER" "$R$JOB_LOG_DIR" "$STATE/jobs" || exit 1
     systemctl start --no-block "gpu-cluster-job@$name.service"
     ;;
   stop)
     name="${2:?job name}"
     systemctl stop "gpu-cluster-job@$name.service"
+    systemctl reset-failed "gpu-cluster-job@$name.service" 2>/dev/null
     report "$name" cancelled
     ;;
   boot)
@@ -166,7 +213,7 @@ case "${1:-}" in
       --query 'Parameters[].Name' --output text) || exit 1
     for parameter in $names; do
       name="${parameter#"$JOBS/"}"
-      case "$name" in */*) continue ;; esac  # a node's report, not a job
+      case "$name" in */*) continue ;; esac  # a nodes report, not a job
       "$0" start "$name"
     done
     ;;
@@ -176,6 +223,8 @@ case "${1:-}" in
     restarts=$(spec_field "$spec" maxRestarts)
     nodes=$(spec_field "$spec" nodes)
     command=$(spec_field "$spec" command)
+    run=$(spec_field "$spec" run)
+    port=$(spec_field "$spec" port)
     set -a
     eval "$(spec_field "$spec" env)"
     set +a
@@ -185,53 +234,99 @@ case "${1:-}" in
     if mountpoint -q "$LUSTRE_MOUNT" 2>/dev/null; then
       export GPUC_CHECKPOINT_URI="$LUSTRE_MOUNT/checkpoints/$name"
     fi
-    report "$name" running
-    # elastic: any number of nodes from 1 to the size it started at rejoins the rendezvous
     eval "set -- $command"
-    # torchrun runs a Python script itself; anything else it starts as a program per worker
+    # torchrun runs a Python script itself, with `python -u` (torch.distributed.run); `-m
+    # MODULE` is its own option; other interpreter options need the command as given
     case "${1:-}" in
-      python | python3) shift ;;
+      python | python3)
+        shift
+        [ "${1:-}" = -u ] && shift
+        case "${1:-}" in -m) ;; -*) set -- --no-python "$(command -v python3)" "$@" ;; esac ;;
       *.py) ;;
       *) set -- --no-python "$@" ;;
     esac
     export NCCL_DEBUG="${NCCL_DEBUG:-INFO}"  # what the network check reads
     [ "$NCCL_DEBUG" = INFO ] || [ "$NCCL_DEBUG" = TRACE ] \
       || log "NCCL_DEBUG=$NCCL_DEBUG: NCCL does not say which network it uses; not checked"
-    verdict="$R$JOB_LOG_DIR/.$name.slow-network"
-    rm -f "$verdict"
-    # the filter is this script's child (a process substitution on the command itself would
-    # be torchrun's), so its last lines are waited for; it ignores SIGTERM and ends with its
-    # input
-    exec {out}> >(trap '' TERM; watch_output "$name" "$verdict" >> "$R$JOB_LOG_DIR/$name.log")
-    watcher=$!
-    GPUC_NNODES="1:${nodes:-1}" "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" \
-      "$@" >&"$out" 2>&1 &
-    torchrun=$!
-    exec {out}>&-
-    # systemctl stop (KillMode=mixed: SIGTERM to this script only): torchrun stops its workers
-    stopping=""
-    trap 'stopping=1; kill -TERM "$torchrun" 2>/dev/null' TERM
-    seen=0 tick=0
-    while kill -0 "$torchrun" 2>/dev/null; do
-      [ -s "$verdict" ] && { kill -TERM "$torchrun"; break; }
-      if [ $(( ++tick % ${GPUC_RESTART_POLL:-15} )) -eq 0 ]; then  # TORCHELASTIC_RESTART_COUNT
-        count=$(restarts "$name")
-        [ "$count" -gt "$seen" ] && seen=$count && report "$name" running "" "$seen"
+    # torchrun's agent says when it restarts the workers ("N/M attempts left") at INFO
+    export LOGLEVEL="${LOGLEVEL:-INFO}"
+    verdict="$R$JOB_LOG_DIR/.$name.slow-network" seen="$R$JOB_LOG_DIR/.$name.restarts"
+    rm -f "$verdict" "$seen"
+    self=$(imds instance-id) || { report "$name" failed "no instance id from IMDS"; exit 1; }
+    stopping="" torchrun="" reforms=0
+    # systemctl stop (KillMode=mixed: SIGTERM to this script only): report first (the unit's
+    # stop timeout kills what is left), then torchrun stops its workers
+    # shellcheck disable=SC2329  # the TERM trap calls it
+    on_stop() {
+      stopping=1
+      report "$name" stopped "the node or the job's unit was stopped" \
+        "$(cat "$seen" 2>/dev/null || echo 0)"
+      [ -z "$torchrun" ] || kill -TERM "$torchrun" 2>/dev/null
+    }
+    trap on_stop TERM
+    while :; do
+      host=$(rendezvous_host) || host=""
+      if [ -z "$host" ]; then
+        log "no rendezvous host from EC2; trying again"
+        sleep 30
+        continue
       fi
-      sleep 1
+      lost="$R$JOB_LOG_DIR/.$name.lost"
+      rm -f "$lost"
+      report "$name" running "rendezvous ${host#* }" "$(cat "$seen" 2>/dev/null || echo 0)"
+      # the filter is this script's child (a process substitution on the command itself
+      # would be torchrun's), so its last lines are waited for; it ignores SIGTERM
+      exec {out}> >(trap '' TERM; watch_output "$name" "$verdict" "$lost" "$seen" \
+        >> "$R$JOB_LOG_DIR/$name.log")
+      watcher=$!
+      GPUC_NNODES="1:${nodes:-1}" GPUC_RDZV_ID="$name-$run" \
+        GPUC_RDZV_ENDPOINT="${host#* }:${port:-{{RENDEZVOUS_PORT}}}" \
+        GPUC_RDZV_HOST=$([ "${host%% *}" = "$self" ] && echo 1 || echo 0) \
+        "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" "$@" >&"$out" 2>&1 &
+      torchrun=$!
+      exec {out}>&-
+      while kill -0 "$torchrun" 2>/dev/null; do
+        [ -s "$verdict" ] && { kill -TERM "$torchrun"; break; }
+        sleep 1
+      done
+      wait "$torchrun"
+      status=$?
+      torchrun=""
+      # workers torchrun left behind (its agent died with the store) would train on: every
+      # process of this unit's run of the job goes (systemd's INVOCATION_ID marks the unit)
+      for signal in TERM KILL; do
+        pids=$(grep -lzx "INVOCATION_ID=${INVOCATION_ID:-none}" "$PROC"/[0-9]*/environ \
+          2>/dev/null | xargs -r grep -lzx "GPUC_JOB=$name" 2>/dev/null \
+          | sed 's#.*/\([0-9]*\)/environ#\1#')
+        [ -z "$pids" ] && break
+        # shellcheck disable=SC2086  # a list of pids
+        kill -"$signal" $pids 2>/dev/null
+        sleep 2
+      done
+      # a process the job left behind may hold the output open: the filter gets 10 s
+      for _ in $(seq 1 10); do kill -0 "$watcher" 2>/dev/null || break; sleep 1; done
+      kill "$watcher" 2>/dev/null
+      [ -n "$stopping" ] && exit 0
+      if [ "$status" -ne 0 ] && [ -s "$lost" ] && [ ! -s "$verdict" ] \
+        && [ "$reforms" -lt "${GPUC_MAX_REFORMS:-20}" ]; then
+        reforms=$((reforms + 1))
+        log "$name: the rendezvous at ${host#* } went away ($(head -1 "$lost")); re-forming" \
+          "on the nodes left ($reforms)"
+        sleep 5
+        continue
+      fi
+      break
     done
-    wait "$torchrun"
-    status=$?
-    wait "$watcher"
-    if [ -n "$stopping" ]; then
-      report "$name" stopped "the node or the job's unit was stopped" "$seen"
-    elif [ -s "$verdict" ]; then
-      report "$name" failed "slow network: $(cat "$verdict")" "$seen"
+    count=$(cat "$seen" 2>/dev/null || echo 0)
+    if [ -s "$verdict" ]; then
+      outcome=failed detail="slow network: $(cat "$verdict")"
     elif [ "$status" -eq 0 ]; then
-      report "$name" "done" "" "$seen"
+      outcome="done" detail=""
     else
-      report "$name" failed "exit $status" "$seen"
+      outcome=failed detail="exit $status"
     fi
+    echo "$run $outcome" >> "$STATE/jobs/$name.final"
+    report "$name" "$outcome" "$detail" "$count"
     exit "$status"
     ;;
   *)

@@ -4,7 +4,7 @@
 # shellcheck disable=SC2034  # the paths are used by the steps that source this file
 R="${GPUC_ROOT:-}"
 ETC="$R/etc/gpu-cluster"       # cluster.env, nodes, torchrun.env, health (root disk)
-RUN="$R/run/gpu-cluster"       # tmpfs: notices, secrets, this boot's step results
+RUN="$R/run/gpu-cluster"       # tmpfs: notices, secrets, this boots step results
 STATE="$R/var/lib/gpu-cluster" # root disk: survives reboots and stop/start
 IMDS="${GPUC_IMDS:-http://169.254.169.254}"
 # shellcheck source=/dev/null

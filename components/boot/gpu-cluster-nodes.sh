@@ -36,7 +36,7 @@ list_nodes() {
 }
 
 GROUP=$(own_group "$SELF") || give_up "could not read this node's group from EC2"
-desired_nodes() {  # the group's desired capacity; 1 for a node in no group
+desired_nodes() {  # the groups desired capacity; 1 for a node in no group
   if [ -z "$GROUP" ]; then
     echo 1
     return 0
@@ -74,7 +74,7 @@ for attempt in $(seq 1 "$ATTEMPTS"); do
   sleep "${GPUC_POLL_SECONDS:-5}"
 done
 listed || give_up "EC2 does not list this node ($SELF) yet"
-publish() {  # publish SUBJECT MESSAGE: to the stack's alert topic, when it has one
+publish() {  # publish SUBJECT MESSAGE: to the stacks alert topic, when it has one
   [ -n "$topic" ] || return 0
   aws sns publish --region "$REGION" --topic-arn "$topic" --message "$2" \
     --subject "gpu-cluster $CLUSTER: $1" >/dev/null
@@ -112,7 +112,7 @@ fi
 NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' <<<"$NODES")
 MASTER_ADDR=$(awk '$1 == 0 {print $2}' <<<"$NODES")
 [ -n "$MASTER_ADDR" ] || give_up "no address for the first node"
-NNODES=$NODE_COUNT  # the group's desired size; a node in no group counts whoever is listed
+NNODES=$NODE_COUNT  # the groups desired size; a node in no group counts whoever is listed
 [ "$NNODES" -gt 0 ] || NNODES=$(grep -c . <<<"$NODES")
 nodes_tmp=$(mktemp "$ETC/nodes.XXXXXX") && env_tmp=$(mktemp "$ETC/torchrun.env.XXXXXX") \
   || give_up "cannot write in $ETC"

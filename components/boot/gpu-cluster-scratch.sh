@@ -74,7 +74,7 @@ if [ "$NVME_DISKS" -eq 0 ]; then
   log "this type has no instance store; $SCRATCH is on the root volume"
   step_result "ok: root volume"
 elif mountpoint -q "$DLAMI_NVME"; then
-  use_path "$DLAMI_NVME"  # the AMI's own striped volume
+  use_path "$DLAMI_NVME"  # the AMIs own striped volume
 elif mountpoint -q "$MOUNT" || own_disks; then
   use_path "$MOUNT"
 else

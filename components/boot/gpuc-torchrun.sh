@@ -30,5 +30,11 @@ if ! command -v torchrun >/dev/null && [ -f /opt/pytorch/bin/activate ]; then
   # shellcheck source=/dev/null
   . /opt/pytorch/bin/activate
 fi
+# A job (gpu-cluster-jobs) brings its own rendezvous: its id, its port, the host it picked and
+# whether this node is that host (is_host: never guessed from the address, which misses the
+# secondary interfaces of an EFA node; torch's c10d backend otherwise matches hostnames).
+conf="is_host=${GPUC_RDZV_HOST:-$([ "${NODE_RANK:-0}" = 0 ] && echo 1 || echo 0)}"
 exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" \
-  --rdzv_id="$RDZV_ID" --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" "$@"
+  --rdzv_id="${GPUC_RDZV_ID:-$RDZV_ID}" --rdzv_backend=c10d \
+  --rdzv_endpoint="${GPUC_RDZV_ENDPOINT:-$MASTER_ADDR:$MASTER_PORT}" \
+  --rdzv_conf="$conf${GPUC_RDZV_CONF:+,$GPUC_RDZV_CONF}" "$@"

@@ -15,7 +15,8 @@ if [ -r /etc/gpu-cluster/torchrun.env ]; then
   set +a
 fi
 PROFILE
-# One unit per training job (gpu-cluster-jobs start NAME): the job user runs it, so it
+# One unit per training job (gpu-cluster-jobs start NAME): the job user runs it in its home
+# (WorkingDirectory=~: /home/ubuntu, where `gpuc run -- python train.py` finds train.py), so it
 # outlives the SSM command that started it; torchrun restarts its workers itself. On stop,
 # SIGTERM goes to gpu-cluster-jobs alone (KillMode=mixed), which stops torchrun and its workers
 # in order and reports; whatever is left gets SIGKILL after TimeoutStopSec.
@@ -26,6 +27,7 @@ After=gpu-cluster-nodes.service network-online.target
 Wants=network-online.target
 [Service]
 User=$JOB_USER
+WorkingDirectory=~
 ExecStart=/usr/local/sbin/gpu-cluster-jobs run %i
 KillSignal=SIGTERM
 KillMode=mixed
@@ -56,6 +58,8 @@ timer gpu-cluster-nodes-refresh "refresh the node list as nodes come and go" 2mi
   gpu-cluster-nodes.service /usr/local/sbin/gpu-cluster-nodes
 timer gpu-cluster-health-watch "GPU health while the node runs (lost GPUs, fatal Xids)" 1min \
   gpu-cluster-health.service "/usr/local/sbin/gpu-cluster-health --watch"
+timer gpu-cluster-activity "the idle stop's Activity metric" 1min gpu-cluster-gpu-metrics.service \
+  "/usr/local/sbin/gpu-cluster-gpu-metrics --activity"
 if [ "$SPOT" = "true" ]; then
   chmod 755 "$R/usr/local/sbin/gpu-cluster-spot-watch"
   cat > "$R/etc/systemd/system/gpu-cluster-spot-watch.service" <<'UNIT'

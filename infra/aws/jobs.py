@@ -63,6 +63,7 @@ class JobSpec:
     created: str = ""
     nodes: int = 0  # running nodes when it started (torchrun's --nnodes MIN:MAX takes 1:this)
     run: str = ""  # this run's id: each node's report carries it (clocks may disagree)
+    port: int = 0  # its rendezvous port, its own among the cluster's active jobs (0: the default)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -75,6 +76,7 @@ class JobSpec:
                 "created": self.created,
                 "nodes": self.nodes,
                 "run": self.run,
+                "port": self.port,
             },
             sort_keys=True,
         )
@@ -91,6 +93,7 @@ class JobSpec:
             created=data.get("created", ""),
             nodes=int(data.get("nodes", 0)),
             run=str(data.get("run", "")),
+            port=int(data.get("port") or 0),
         )
 
 
@@ -122,6 +125,25 @@ def slow_network_why(detail: str) -> str:
         if key in detail:
             return f"{why}. Run anyway: gpuc run --env GPUC_ALLOW_SLOW_NETWORK=1 ..."
     return ""
+
+
+# Rendezvous ports: one per active job, so two jobs never join each other's c10d store. The
+# nodes' security group allows all traffic between members (EFA needs it), so any port works;
+# torchrun's default is 29500 (torch.distributed.run).
+FIRST_PORT, LAST_PORT = 29500, 29999
+
+
+def free_port(jobs: list[JobSpec]) -> int:
+    """The lowest rendezvous port no active job of the cluster uses."""
+    used = {job.port or FIRST_PORT for job in jobs if job.state == ACTIVE}
+    for port in range(FIRST_PORT, LAST_PORT + 1):
+        if port not in used:
+            return port
+    raise JobError(
+        f"{len(used)} jobs are active on this cluster, one per rendezvous port "
+        f"{FIRST_PORT}-{LAST_PORT}: cancel some first (gpuc jobs, gpuc cancel)",
+        3,
+    )
 
 
 def stack_nodes(ec2: Any, region: str, stack: str) -> list[Node]:
@@ -294,6 +316,7 @@ def run_job(
         created=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         nodes=len(ids),
         run=uuid.uuid4().hex[:12],
+        port=free_port([status.spec for status in list_jobs(ssm, cluster)]),
     )
     store_spec(
         ssm, cluster, key_alias, spec, Description=f"gpu-cluster job {name} of stack {stack}"

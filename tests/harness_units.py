@@ -1,0 +1,145 @@
+"""Helpers for the issue-25 tests on the boot harness (tests/boot_harness.py): a node factory,
+and `systemctl list-units PATTERN --state=active` answered from the units the harness records
+as active (what systemd prints: UNIT LOAD ACTIVE SUB DESCRIPTION, one line each; the harness's
+own stub answers nothing to list-units)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from boot_fakes import FakeImds
+from boot_harness import P4D, PYTHON, BootNode, Hardware
+from gpu_cluster.components.user_data import BootConfig, render_user_data
+
+SELF = "i-0abc1234def567890"
+TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1", nvswitch=True, row_remapping=True)
+GROUP = ("Tags[?Key==", "train-nodes-group")
+ONE_NODE = [
+    GROUP,
+    ("describe-auto-scaling-groups", "2"),
+    (
+        "describe-instances",
+        f"2026-12-01T08:00:00+00:00\ti-0aaa\t10.42.0.30\n"
+        f"2026-12-01T08:01:00+00:00\t{SELF}\t10.42.0.31\n",
+    ),
+]
+
+LIST_UNITS = r"""
+import fnmatch, json, os, sys
+
+harness = os.environ["HARNESS"]
+args = sys.argv[1:]
+if args[:1] == ["list-units"]:
+    path = os.path.join(harness, "systemd.json")
+    active = json.load(open(path))["active"] if os.path.exists(path) else []
+    patterns = [a for a in args[1:] if not a.startswith("-")]
+    for unit in active:
+        if any(fnmatch.fnmatch(unit, p) for p in patterns):
+            print(f"{unit} loaded active running {unit}")
+    sys.exit(0)
+stub = os.path.join(harness, "bin", "systemctl.harness")
+os.execv(stub, [stub, *args])
+"""
+
+
+def answer_list_units(node: BootNode) -> None:
+    """The node's systemctl also answers list-units (everything else: the harness's stub)."""
+    stub = node.bin / "systemctl"
+    original = node.bin / "systemctl.harness"
+    if not original.exists():
+        original.write_text(stub.read_text())
+        original.chmod(original.stat().st_mode | stat.S_IEXEC)
+    stub.write_text(f"#!{PYTHON}\n{LIST_UNITS}")
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+
+
+def write_stub(node: BootNode, name: str, body: str) -> None:
+    """A command of the node (first on its PATH) replaced by a bash ``body``."""
+    path = node.bin / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+
+
+def df_stub(node: BootNode, available_kib: int, size_kib: int = 300 * 2**20) -> None:
+    """`df -P` of a root volume with ``available_kib`` free (-m: in MiB)."""
+    used = size_kib - available_kib
+    write_stub(
+        node,
+        "df",
+        'unit=1024; case " $* " in *" -Pm "*|*" -m "*) unit=1048576 ;; esac\n'
+        'echo "Filesystem 1024-blocks Used Available Capacity Mounted on"\n'
+        f'echo "/dev/root $(({size_kib} * 1024 / unit)) $(({used} * 1024 / unit)) '
+        f'$(({available_kib} * 1024 / unit)) {used * 100 // size_kib}% /"\n',
+    )
+
+
+def aws_calls(node: BootNode, *prefix: str) -> list[list[str]]:
+    return [call for call in node.aws_calls() if call[: len(prefix)] == list(prefix)]
+
+
+def argument(call: list[str], flag: str) -> str:
+    return call[call.index(flag) + 1]
+
+
+def health(node: BootNode) -> str:
+    return node.read("/etc/gpu-cluster/health").strip()
+
+
+def mark_booted(node: BootNode) -> None:
+    """This boot's own health check has run and passed (the watch starts after it)."""
+    node.file("/run/gpu-cluster").mkdir(parents=True, exist_ok=True)
+    node.file("/run/gpu-cluster/health-checked").write_text("")
+    node.file("/run/gpu-cluster/health-published").write_text("ok\n")
+    node.file("/etc/gpu-cluster/health").write_text("ok\n")
+
+
+class Nodes:
+    """BootNodes under one folder, each with its own IMDS; stopped with stop()."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.servers: list[FakeImds] = []
+
+    def make(
+        self,
+        boot: BootConfig = TRAIN,
+        hardware: Hardware = P4D,
+        aws: list[tuple[str, str]] | None = None,
+        endpoint: str | None = None,
+        instance_id: str = SELF,
+        user_data: str | None = None,
+    ) -> BootNode:
+        imds = FakeImds(instance_id=instance_id).start()
+        self.servers.append(imds)
+        node = BootNode(
+            self.folder / f"node{len(self.servers)}",
+            user_data or render_user_data(boot),
+            imds,
+            hardware,
+            aws_endpoint=endpoint,
+        )
+        if hardware.nvswitches:
+            node.activate("nvidia-fabricmanager.service")
+        if endpoint is None:
+            node.answer_aws(ONE_NODE if aws is None else aws)
+        assert node.install_only().returncode == 0
+        return node
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+def published_metrics(call: list[str]) -> list[dict]:
+    """put-metric-data --metric-data items in the CLI's shorthand, parsed."""
+    items = call[call.index("--metric-data") + 1 :]
+    items = items[: next((i for i, a in enumerate(items) if a.startswith("--")), len(items))]
+    parsed = []
+    for item in items:
+        head, _, dimensions = item.partition(",Dimensions=")
+        fields = dict(part.split("=", 1) for part in head.split(","))
+        pairs = dimensions.strip("[]{}").split("},{")
+        names = [dict(kv.split("=", 1) for kv in pair.split(",")) for pair in pairs]
+        parsed.append({**fields, "Dimensions": {d["Name"]: d["Value"] for d in names}})
+    return parsed
