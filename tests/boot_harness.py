@@ -378,7 +378,21 @@ class BootNode:
         return path.read_text() if path.exists() else ""
 
     def power_off(self) -> None:
-        """The node is lost: every process it runs is killed at once (no unit stops cleanly)."""
+        """The node is lost: every process it runs is killed at once (no unit stops cleanly):
+        its units' sessions, and whatever left them (torch starts its workers in sessions of
+        their own) - every process that carries this node's plumbing."""
+        mark = f"HARNESS={self.harness}".encode()
+        for _ in range(3):
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                    continue
+                try:
+                    environ = (entry / "environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if mark in environ:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(int(entry.name), signal.SIGKILL)
         state = self.systemd()
         for session in state.get("sessions", []):
             with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -81,9 +81,26 @@ def test_torchrun_wrapper_passes_the_rendezvous(tmp_path):
         "--rdzv_id=train",
         "--rdzv_backend=c10d",
         "--rdzv_endpoint=10.42.0.10:29500",
+        "--rdzv_conf=is_host=0",  # by hand on a node that is not the first
         "train.py",
         "--epochs",
         "3",
+    ]
+    # a job brings its own rendezvous: id, endpoint, host, address, torch's options
+    job = {
+        "GPUC_RDZV_ID": "pretrain-abc",
+        "GPUC_RDZV_ENDPOINT": "10.42.0.11:29501",
+        "GPUC_RDZV_HOST": "1",
+        "GPUC_LOCAL_ADDR": "10.42.0.11",
+        "GPUC_RDZV_CONF": "last_call_timeout=5",
+    }
+    result = run(program, "train.py", env={**env, **job})
+    assert result.stdout.splitlines()[2:7] == [
+        "--rdzv_id=pretrain-abc",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=10.42.0.11:29501",
+        "--rdzv_conf=is_host=1,last_call_timeout=5",
+        "--local_addr=10.42.0.11",
     ]
 
 

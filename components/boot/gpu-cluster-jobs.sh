@@ -252,7 +252,8 @@ case "${1:-}" in
     export LOGLEVEL="${LOGLEVEL:-INFO}"
     verdict="$R$JOB_LOG_DIR/.$name.slow-network" seen="$R$JOB_LOG_DIR/.$name.restarts"
     rm -f "$verdict" "$seen"
-    self=$(imds instance-id) || { report "$name" failed "no instance id from IMDS"; exit 1; }
+    self=$(imds instance-id) && address=$(imds local-ipv4) \
+      || { report "$name" failed "no instance id or address from IMDS"; exit 1; }
     stopping="" torchrun="" reforms=0
     # systemctl stop (KillMode=mixed: SIGTERM to this script only): report first (the unit's
     # stop timeout kills what is left), then torchrun stops its workers
@@ -281,7 +282,7 @@ case "${1:-}" in
       watcher=$!
       GPUC_NNODES="1:${nodes:-1}" GPUC_RDZV_ID="$name-$run" \
         GPUC_RDZV_ENDPOINT="${host#* }:${port:-{{RENDEZVOUS_PORT}}}" \
-        GPUC_RDZV_HOST=$([ "${host%% *}" = "$self" ] && echo 1 || echo 0) \
+        GPUC_RDZV_HOST=$([ "${host%% *}" = "$self" ] && echo 1 || echo 0) GPUC_LOCAL_ADDR="$address" \
         "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" "$@" >&"$out" 2>&1 &
       torchrun=$!
       exec {out}>&-

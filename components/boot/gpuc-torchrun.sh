@@ -32,9 +32,17 @@ if ! command -v torchrun >/dev/null && [ -f /opt/pytorch/bin/activate ]; then
 fi
 # A job (gpu-cluster-jobs) brings its own rendezvous: its id, its port, the host it picked and
 # whether this node is that host (is_host: never guessed from the address, which misses the
-# secondary interfaces of an EFA node; torch's c10d backend otherwise matches hostnames).
+# secondary interfaces of an EFA node; torch's c10d backend otherwise matches hostnames), and
+# the address the others reach this node's agent at (its primary private IP; torch otherwise
+# takes the host name).
+# A node joining a running job (scale-up) waits forever for a MASTER_ADDR the others never
+# write when the rendezvous TCP store is shared with the workers (torch 2.x dynamic_rendezvous
+# next_rendezvous: only a first rendezvous or a new rank 0 rebuilds it; seen with torch 2.13 in
+# tests/test_job_survival.py): its documented opt-out.
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE="${TORCH_DISABLE_SHARE_RDZV_TCP_STORE:-1}"
 conf="is_host=${GPUC_RDZV_HOST:-$([ "${NODE_RANK:-0}" = 0 ] && echo 1 || echo 0)}"
 exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" \
   --rdzv_id="${GPUC_RDZV_ID:-$RDZV_ID}" --rdzv_backend=c10d \
   --rdzv_endpoint="${GPUC_RDZV_ENDPOINT:-$MASTER_ADDR:$MASTER_PORT}" \
-  --rdzv_conf="$conf${GPUC_RDZV_CONF:+,$GPUC_RDZV_CONF}" "$@"
+  --rdzv_conf="$conf${GPUC_RDZV_CONF:+,$GPUC_RDZV_CONF}" \
+  ${GPUC_LOCAL_ADDR:+--local_addr="$GPUC_LOCAL_ADDR"} "$@"
