@@ -197,7 +197,7 @@ GPU_METRICS_STEP = BootStep(
     "gpu-cluster-gpu-metrics.sh",
     "GPU utilization metrics",
     "network-online.target",
-    options="retry",
+    options="background retry",  # nothing waits for the agent's install (the dpkg lock)
 )
 
 
@@ -231,7 +231,10 @@ def cluster_steps(boot: BootConfig) -> list[BootStep]:
             )
         )
     steps.append(GPU_METRICS_STEP)
-    health_after = "gpu-cluster-scratch.service gpu-cluster-gpu-metrics.service"
+    # not after the GPU metrics step: the CloudWatch agent's install may wait up to ~50 min for
+    # the dpkg lock (apt_run), and health, discovery and the gang clock must not wait with it
+    # (the health check reads that step's result as it stands: pending is not missing)
+    health_after = "gpu-cluster-scratch.service"
     if boot.lustre_target:
         health_after += " gpu-cluster-lustre.service"
     if boot.secrets_path:

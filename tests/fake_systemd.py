@@ -135,7 +135,12 @@ def environment(keys: dict[str, list[str]], user: pwd.struct_passwd | None) -> d
     if user is not None:
         env.update(HOME=user.pw_dir, USER=user.pw_name, LOGNAME=user.pw_name,
                    SHELL=user.pw_shell)  # fmt: skip
-    for name in os.environ.get("HARNESS_PASS", "").split():
+    # the machine's plumbing, also for the units a unit starts (systemd's own, on a real node)
+    for name in [
+        "HARNESS_PASS",
+        "HARNESS_PATH_PREFIX",
+        *os.environ.get("HARNESS_PASS", "").split(),
+    ]:
         if name in os.environ:
             env[name] = os.environ[name]
     env["PATH"] = os.environ.get("HARNESS_PATH_PREFIX", "") + env["PATH"]

@@ -1,57 +1,17 @@
-"""Helpers for the issue-25 tests on the boot harness (tests/boot_harness.py): a node factory,
-and `systemctl list-units PATTERN --state=active` answered from the units the harness records
-as active (what systemd prints: UNIT LOAD ACTIVE SUB DESCRIPTION, one line each; the harness's
-own stub answers nothing to list-units)."""
+"""Helpers for the issue-25 tests on the boot harness (tests/boot_harness.py): a node factory and
+readers of what a node called."""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 from boot_fakes import FakeImds
-from boot_harness import P4D, PYTHON, BootNode, Hardware
+from boot_harness import P4D, BootNode, Hardware
 from gpu_cluster.components.user_data import BootConfig, render_user_data
+from test_boot_harness import GROUP, ONE_NODE, SELF, TRAIN
 
-SELF = "i-0abc1234def567890"
-TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1", nvswitch=True, row_remapping=True)
-GROUP = ("Tags[?Key==", "train-nodes-group")
-ONE_NODE = [
-    GROUP,
-    ("describe-auto-scaling-groups", "2"),
-    (
-        "describe-instances",
-        f"2026-12-01T08:00:00+00:00\ti-0aaa\t10.42.0.30\n"
-        f"2026-12-01T08:01:00+00:00\t{SELF}\t10.42.0.31\n",
-    ),
-]
+__all__ = ["GROUP", "ONE_NODE", "SELF", "TRAIN", "Nodes", "argument", "aws_calls", "health"]
 
-LIST_UNITS = r"""
-import fnmatch, json, os, sys
-
-harness = os.environ["HARNESS"]
-args = sys.argv[1:]
-if args[:1] == ["list-units"]:
-    path = os.path.join(harness, "systemd.json")
-    active = json.load(open(path))["active"] if os.path.exists(path) else []
-    patterns = [a for a in args[1:] if not a.startswith("-")]
-    for unit in active:
-        if any(fnmatch.fnmatch(unit, p) for p in patterns):
-            print(f"{unit} loaded active running {unit}")
-    sys.exit(0)
-stub = os.path.join(harness, "bin", "systemctl.harness")
-os.execv(stub, [stub, *args])
-"""
-
-
-def answer_list_units(node: BootNode) -> None:
-    """The node's systemctl also answers list-units (everything else: the harness's stub)."""
-    stub = node.bin / "systemctl"
-    original = node.bin / "systemctl.harness"
-    if not original.exists():
-        original.write_text(stub.read_text())
-        original.chmod(original.stat().st_mode | stat.S_IEXEC)
-    stub.write_text(f"#!{PYTHON}\n{LIST_UNITS}")
-    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
 
 
 def write_stub(node: BootNode, name: str, body: str) -> None:

@@ -432,8 +432,15 @@ def test_a_missing_gpu_metric_is_visible_in_the_health_status(make_node):
         "latest/amazon-cloudwatch-agent.deb"
     )
     node.boot()
+    # the agent's install runs beside the boot (nothing waits for it): the watch reports it
+    deadline = time.monotonic() + 60
+    while not node.file("/run/gpu-cluster/step-gpu-metrics").exists():
+        assert time.monotonic() < deadline, node.journal()
+        time.sleep(0.05)
+    node.wait_unit("gpu-cluster-health", "active", "failed")
+    assert node.step("gpu-cluster-health", "--watch").returncode == 0
     assert node.read("/etc/gpu-cluster/health") == "degraded:gpu-metrics:missing\n"
-    assert health_tags(node) == ["degraded:gpu-metrics:missing"]
+    assert health_tags(node)[-1] == "degraded:gpu-metrics:missing"
     unit = node.read("/etc/systemd/system/gpu-cluster-gpu-metrics.service")
     assert "Restart=on-failure" in unit  # systemd keeps trying
 
@@ -654,3 +661,37 @@ def test_ssm_session_commands_start_a_login_shell():
 
     command = ssm_session_command("i-0abc", "us-east-1")
     assert "AWS-StartInteractiveCommand" in command and "sudo -iu ubuntu" in command
+
+
+def test_a_slow_imds_still_gives_the_aws_cli_its_credentials(make_node, moto_server):
+    """IMDS answering in 1.5 s (busy, throttled): the CLI's default 1 s metadata timeout would
+    leave the node without credentials, so its health tag would never be written."""
+    import boto3
+
+    instance = moto_instance(moto_server, {"aws:autoscaling:groupName": "train-nodes-group"})
+    node = make_node(endpoint=moto_server, instance_id=instance)
+    node.install_only()
+    node.imds.delay_seconds = 1.5
+    result = node.step("gpu-cluster-health", timeout=240)
+    assert "could not tag" not in result.stderr, result.stderr
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto_server)
+    tags = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [instance]}])["Tags"]
+    assert {t["Key"]: t["Value"] for t in tags}["gpu-cluster:health"] == "ok"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a full disk is a small tmpfs (mount, as root)")
+def test_a_full_disk_is_not_an_imds_that_does_not_answer(make_node, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], check=True)
+    try:
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={full}/fill", "bs=1k", "count=64"], capture_output=True
+        )
+        node = make_node()
+        node.install_only()
+        result = node.step("gpu-cluster-nodes", env={"TMPDIR": str(full)})
+        assert "no answer" not in result.stderr
+        assert result.returncode == 0, result.stderr
+    finally:
+        subprocess.run(["umount", str(full)], check=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
 
 import pytest
 from conftest import TRAIN_LIKE, plan_config
@@ -52,3 +53,26 @@ def test_nvswitch_flag_follows_the_type():
     )
     (template,) = g5.of_type("aws:ec2/launchTemplate:LaunchTemplate")
     assert "NVSWITCH=false" in decoded_user_data(template.inputs["userData"])
+
+
+def test_the_nccl_test_command_brings_its_bench_and_runs_it(train_plan, tmp_path):
+    """The bench is not in the user data: the command writes it first, byte for byte the
+    script in components/boot (without its comments), then runs it through gpuc-torchrun."""
+    import base64
+    import gzip
+    import shlex
+
+    from gpu_cluster.components.user_data import boot_script, without_comments
+
+    command = shlex.split(train_plan.outputs["ncclTestCommand"])
+    parameters = json.loads(command[command.index("--parameters") + 1])
+    setup, run = parameters["commands"]
+    payload = setup.split("echo ", 1)[1].split(" ", 1)[0]
+    bench = gzip.decompress(base64.b64decode(payload)).decode()
+    assert bench == without_comments(boot_script("allreduce_bench.py"))
+    assert "> /usr/local/lib/gpu-cluster/allreduce_bench.py" in setup
+    assert run.endswith("gpuc-torchrun /usr/local/lib/gpu-cluster/allreduce_bench.py")
+    script = tmp_path / "install.sh"
+    script.write_text(setup.replace("/usr/local/lib/gpu-cluster", str(tmp_path / "lib")))
+    subprocess.run([BASH, str(script)], check=True)
+    assert (tmp_path / "lib/allreduce_bench.py").read_text() == bench

@@ -15,7 +15,6 @@ from harness_units import (
     SELF,
     TRAIN,
     Nodes,
-    answer_list_units,
     argument,
     aws_calls,
     df_stub,
@@ -94,7 +93,6 @@ def test_xid_64_a_remap_that_failed_is_still_fatal(nodes):
 
 def test_the_watch_lets_running_jobs_checkpoint_before_the_node_is_replaced(nodes):
     node = nodes.make()
-    answer_list_units(node)
     mark_booted(node)
     node.activate("gpu-cluster-job@pretrain.service")
     node.kernel_log(XID_48)
@@ -124,7 +122,6 @@ def test_the_watch_lets_running_jobs_checkpoint_before_the_node_is_replaced(node
 
 def test_no_running_job_no_wait(nodes):
     node = nodes.make()
-    answer_list_units(node)
     mark_booted(node)
     node.kernel_log(XID_48)
     started = time.monotonic()
@@ -137,7 +134,6 @@ def test_no_running_job_no_wait(nodes):
 def test_the_boot_check_never_waits_for_jobs(nodes):
     """At boot no job of this boot runs yet (the jobs start after the check)."""
     node = nodes.make()
-    answer_list_units(node)
     node.activate("gpu-cluster-job@pretrain.service")
     node.set_gpus(lost=[2])
     env = {"GPUC_CHECKPOINT_GRACE": "30", "HARNESS_TIME_SCALE": "1"}

@@ -13,7 +13,6 @@ from gpu_cluster.infra.stack_files import load_stack_config
 from harness_units import (
     SELF,
     Nodes,
-    answer_list_units,
     aws_calls,
     published_metrics,
 )
@@ -90,7 +89,6 @@ def test_the_node_publishes_its_busiest_gpu_per_instance_and_per_cluster(nodes):
 def test_a_running_job_at_zero_gpu_is_activity(nodes):
     """A job staging its data for an hour uses no GPU; the idle stop must not take its node."""
     node = nodes.make()
-    answer_list_units(node)
     node.set_gpus(utilization={str(i): 0 for i in range(8)})
     assert node.step("gpu-cluster-gpu-metrics", "--activity").returncode == 0
     assert {m["Value"] for m in activity(node)} == {"0"}  # idle: no job

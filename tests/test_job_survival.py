@@ -334,3 +334,45 @@ def test_two_jobs_at_once_each_have_their_own_rendezvous(cluster):
         wait_for(lambda job=job: step_now(cluster.sim / job) >= 10, what=f"job {job} training")
         starts = [e for e in events(cluster.sim / job) if e["event"] == "start"]
         assert {e["world"] for e in starts} == {2}  # each job's group holds its own 2 workers
+
+
+@pytest.mark.parametrize("cluster", [2], indirect=True)
+def test_a_schedule_stop_during_a_job_checkpoints_first_and_the_job_resumes_at_the_start(cluster):
+    """The working-hours stop: the schedule's checkpoint notice (gpu-cluster-jobs checkpoint,
+    sent by SSM ahead of the stop), then every node stops (its units stopped cleanly); at the
+    next start each node's boot starts the job again, from the notice's checkpoint."""
+    cluster, instances = cluster
+    sim = cluster.sim
+    for instance in instances:
+        cluster.node(instance)
+    start_job(cluster)
+    wait_for(lambda: step_now(sim) >= CHECKPOINT_EVERY + 5, what="2 nodes training")
+    notice = '{"action": "stop", "reason": "schedule", "time": "2026-12-01T19:00:00Z"}'
+    for node in cluster.nodes.values():
+        assert node.step("gpu-cluster-jobs", "checkpoint", notice).returncode == 0
+    checkpoint = sim / "bucket/checkpoints/pretrain/latest.json"
+    wait_for(lambda: json.loads(checkpoint.read_text())["why"] == "signal", what="checkpoint")
+    saved = json.loads(checkpoint.read_text())["step"]
+    moment = time.time()
+    # StopInstances on every node at once, then StartInstances
+    import threading
+
+    stops = [threading.Thread(target=node.reboot) for node in cluster.nodes.values()]
+    for thread in stops:
+        thread.start()
+    for thread in stops:
+        thread.join(timeout=120)
+    # the notice comes ahead of the stop (15 min on AWS): training went on, and the newest
+    # checkpoint when the nodes stopped is what the job resumes from
+    at_stop, newest = step_now(sim), json.loads(checkpoint.read_text())["step"]
+    assert newest >= saved
+    wait_for(lambda: len(started_after(sim, moment, 2)) == 2, seconds=180, what="resumed")
+    resumed = min(e["step"] for e in started_after(sim, moment, 2))
+    assert resumed == newest + 1
+    assert all(report(cluster.ssm, i)["state"] == "running" for i in cluster.nodes)
+    print(
+        f"\nschedule stop: notice's checkpoint at {saved}, newest {newest}, stopped at "
+        f"{at_stop}: {at_stop - newest} "
+        f"step(s) lost (periodic only: {at_stop % CHECKPOINT_EVERY}); training again "
+        f"{started_after(sim, moment, 2)[0]['time'] - moment:.1f} s after the stop began"
+    )

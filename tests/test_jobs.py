@@ -810,3 +810,53 @@ def test_a_watch_that_is_not_a_number_of_seconds_is_a_usage_error(capsys):
         argv = ["run", "--stack", "train", "--watch", value, "--", "python", "a.py"]
         assert cli.main(argv) == 2, value
         assert "--watch must be" in capsys.readouterr().err
+
+
+def test_a_process_left_holding_the_output_does_not_keep_the_job_running(make_node):
+    """torchrun is done, but something it started still holds the job's output open: the job
+    is reported done (the filter gets 10 s), and the leftover is stopped with the run."""
+    node = job_node(make_node)
+    (node.harness / "bin/torchrun").write_text(
+        "#!/bin/bash\n"
+        "(exec -a leftover-of-pretrain /bin/sleep 600) &\n"
+        "echo 'step 1 loss 2.5'\n"
+    )
+    booted(node)
+    assert reports(node) == ["running", "done"]
+    time.sleep(0.5)
+    leftovers = subprocess.run(["pgrep", "-f", "leftover-of-pretrain"], capture_output=True)
+    assert leftovers.stdout == b""
+
+
+def test_python_options_reach_torchrun_as_it_takes_them(make_node):
+    """`python -u` is what torchrun runs anyway; `-m` is its own option; others need the
+    command as given."""
+    node = job_node(make_node)
+    for command, expected in (
+        (["python", "-u", "train.py", "--epochs", "3"], ["train.py", "--epochs", "3"]),
+        (["python3", "-m", "trainer.main"], ["-m", "trainer.main"]),
+        (["python", "-O", "train.py"], ["--no-python", "python3", "-O", "train.py"]),
+    ):
+        spec = {**json.loads(job_spec()), "command": command}
+        node.answer_aws(
+            [
+                ("get-parameters-by-path", "/gpu-cluster/train/jobs/pretrain"),
+                ("ssm get-parameter", json.dumps(spec)),
+                ("put-parameter", ""),
+                *ONE_NODE,
+            ]
+        )
+        node.file("/var/lib/gpu-cluster/jobs/pretrain.final").unlink(missing_ok=True)
+        booted(node)
+        args = (node.harness / "torchrun-args").read_text().splitlines()
+        assert [a.rsplit("/", 1)[-1] if a.endswith("python3") else a for a in args][
+            -len(expected) :
+        ] == expected, args
+
+
+def test_gpuc_run_does_not_start_a_job_on_a_node_whose_health_failed(make_node):
+    node = job_node(make_node)
+    node.file("/etc/gpu-cluster/health").write_text("failed:gpus:7/8\n")
+    done = node.step("gpu-cluster-jobs", "start", "pretrain")
+    assert done.returncode == 1 and "failed its health check" in done.stderr
+    assert not (node.harness / "torchrun-args").exists()

@@ -185,6 +185,7 @@ case "${1:-}" in
     # the job's output, shipped by the CloudWatch agent (gpu-cluster-gpu-metrics), and the
     # record of the runs that ended here
     install -d -m 0755 -o "$JOB_USER" "$R$JOB_LOG_DIR" "$STATE/jobs" || exit 1
+    rm -f "$RUN/checkpoint-now"  # an earlier notice is not this run's
     systemctl start --no-block "gpu-cluster-job@$name.service"
     ;;
   stop)

@@ -13,6 +13,10 @@ mkdir -p "$RUN" "$STATE" 2>/dev/null || true
 # AWS CLI v2: standard retry mode (throttling, 5xx, connection errors), and every call bounded
 # (the CLI's defaults are 60 s to connect and 60 s per read, for each of its attempts).
 export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS="${AWS_MAX_ATTEMPTS:-6}"
+# The instance profile's credentials come from IMDS, which the CLI asks once with a 1 s timeout
+# by default (botocore: metadata_service_timeout 1, metadata_service_num_attempts 1): a busy
+# IMDS would leave every call without credentials.
+export AWS_METADATA_SERVICE_TIMEOUT=5 AWS_METADATA_SERVICE_NUM_ATTEMPTS=3
 aws() { command aws "$@" --cli-connect-timeout 5 --cli-read-timeout 30; }
 log() { echo "gpu-cluster ${STEP:-boot}: $*" >&2; }
 pause() { sleep "$(( ${GPUC_RETRY_DELAY:-5} * $1 ))"; }
@@ -21,17 +25,20 @@ pause() { sleep "$(( ${GPUC_RETRY_DELAY:-5} * $1 ))"; }
 # e.g. no spot notice); 1 on anything else (no token, 401, 5xx, no answer). curl's default
 # connect timeout is 300 s: every call here is bounded.
 imds_get() {
-  local token code body
+  local token reply code
   token=$(curl -fsS --connect-timeout 2 --max-time 5 -X PUT "$IMDS/latest/api/token" \
     -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' 2>/dev/null) || return 1
   [ -n "$token" ] || return 1
-  body=$(mktemp)
-  code=$(curl -sS --connect-timeout 2 --max-time 5 -o "$body" -w '%{http_code}' \
-    -H "X-aws-ec2-metadata-token: $token" "$IMDS/latest/meta-data/$1" 2>/dev/null) || code=000
+  # the body and, on its own last line, the status: no temporary file (a full disk is not
+  # "no answer")
+  reply=$(curl -sS --connect-timeout 2 --max-time 5 -w '\n%{http_code}' \
+    -H "X-aws-ec2-metadata-token: $token" "$IMDS/latest/meta-data/$1" 2>/dev/null) \
+    || reply=$'\n000'
+  code=${reply##*$'\n'}
   case $code in
-    200) cat "$body"; rm -f "$body"; return 0 ;;
-    404) rm -f "$body"; return 4 ;;
-    *) rm -f "$body"; return 1 ;;
+    200) printf '%s\n' "${reply%$'\n'*}"; return 0 ;;
+    404) return 4 ;;
+    *) return 1 ;;
   esac
 }
 
