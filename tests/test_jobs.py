@@ -755,8 +755,8 @@ def test_stopping_the_unit_stops_torchrun_and_reports_stopped(make_node):
     assert "KillMode=mixed" in unit and "KillSignal=SIGTERM" in unit
     (node.harness / "bin/torchrun").write_text(
         "#!/bin/bash\n"
-        "stop() { echo 'saving on SIGTERM'; echo stopped > \"$HARNESS/torchrun-stopped\"\n"
-        "  exit 143; }\n"
+        "stop() { echo 'saving on SIGTERM'; /bin/sleep 1\n"  # a checkpoint takes its time
+        '  echo stopped > "$HARNESS/torchrun-stopped"; exit 143; }\n'
         "trap stop TERM\n"
         'echo started > "$HARNESS/torchrun-started"\n'
         "while true; do sleep 0.1; done\n"

@@ -184,6 +184,7 @@ def test_user_data_never_lets_scratch_stop_discovery(tmp_path, imds):
     done = node.boot()
     assert done.returncode == 0, done.stderr
     assert "gpu-cluster-scratch failed" in done.stderr
+    node.wait_unit("gpu-cluster-nodes", "active", "failed")  # started in the background
     runs = {run["unit"]: run["rc"] for run in node.systemd()["runs"]}
     assert runs["gpu-cluster-scratch.service"] != 0
     assert runs["gpu-cluster-nodes.service"] == 0

@@ -293,6 +293,9 @@ case "${1:-}" in
       done
       wait "$torchrun"
       status=$?
+      # a stop's trap interrupts wait: torchrun is still stopping its workers (they may be
+      # checkpointing on SIGTERM), so wait for it before anything is cleaned up
+      while [ -n "$stopping" ] && kill -0 "$torchrun" 2>/dev/null; do wait "$torchrun"; done
       torchrun=""
       # workers torchrun left behind (its agent died with the store) would train on: every
       # process of this unit's run of the job goes (systemd's INVOCATION_ID marks the unit)
