@@ -462,6 +462,47 @@ class BootNode:
         return dict(line.split("=", 1) for line in self.read(path).splitlines() if "=" in line)
 
 
+class Nodes:
+    """BootNodes under one folder, each with its own IMDS (stopped with stop()); ``aws``: the
+    stub's answers (``default_aws`` when None), ``install``: the user data written first."""
+
+    def __init__(self, folder: Path, default_aws=(), install: bool = False) -> None:
+        self.folder, self.default_aws, self.install = folder, list(default_aws), install
+        self.servers: list[FakeImds] = []
+
+    def make(
+        self,
+        boot,
+        hardware: Hardware = P4D,
+        aws: list[tuple[str, str]] | None = None,
+        endpoint: str | None = None,
+        instance_id: str = "i-0abc1234def567890",
+        user_data: str | None = None,
+    ) -> BootNode:
+        from gpu_cluster.components.user_data import render_user_data
+
+        imds = FakeImds(instance_id=instance_id).start()
+        self.servers.append(imds)
+        node = BootNode(
+            self.folder / f"node{len(self.servers)}",
+            user_data or render_user_data(boot),
+            imds,
+            hardware,
+            aws_endpoint=endpoint,
+        )
+        if hardware.nvswitches:
+            node.activate("nvidia-fabricmanager.service")
+        if endpoint is None:
+            node.answer_aws(self.default_aws if aws is None else aws)
+        if self.install:
+            assert node.install_only().returncode == 0
+        return node
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
 def traversable(folder: Path) -> None:
     """Let the job user reach the node's root (pytest's temporary folders are 0700)."""
     for parent in [folder, *folder.parents]:

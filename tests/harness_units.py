@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from boot_fakes import FakeImds
+import boot_harness
+import pytest
 from boot_harness import P4D, BootNode, Hardware
-from gpu_cluster.components.user_data import BootConfig, render_user_data
+from gpu_cluster.components.user_data import BootConfig
 from test_boot_harness import GROUP, ONE_NODE, SELF, TRAIN
 
-__all__ = ["GROUP", "ONE_NODE", "SELF", "TRAIN", "Nodes", "argument", "aws_calls", "health"]
+__all__ = [
+    "GROUP", "ONE_NODE", "SELF", "TRAIN", "Nodes", "argument", "aws_calls", "health", "nodes",
+]  # fmt: skip
 
 
 
@@ -54,41 +57,21 @@ def mark_booted(node: BootNode) -> None:
     node.file("/etc/gpu-cluster/health").write_text("ok\n")
 
 
-class Nodes:
-    """BootNodes under one folder, each with its own IMDS; stopped with stop()."""
+class Nodes(boot_harness.Nodes):
+    """Installed BootNodes of the training stack (the one-node answers by default)."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.servers: list[FakeImds] = []
+        super().__init__(folder, ONE_NODE, install=True)
 
-    def make(
-        self,
-        boot: BootConfig = TRAIN,
-        hardware: Hardware = P4D,
-        aws: list[tuple[str, str]] | None = None,
-        endpoint: str | None = None,
-        instance_id: str = SELF,
-        user_data: str | None = None,
-    ) -> BootNode:
-        imds = FakeImds(instance_id=instance_id).start()
-        self.servers.append(imds)
-        node = BootNode(
-            self.folder / f"node{len(self.servers)}",
-            user_data or render_user_data(boot),
-            imds,
-            hardware,
-            aws_endpoint=endpoint,
-        )
-        if hardware.nvswitches:
-            node.activate("nvidia-fabricmanager.service")
-        if endpoint is None:
-            node.answer_aws(ONE_NODE if aws is None else aws)
-        assert node.install_only().returncode == 0
-        return node
+    def make(self, boot: BootConfig = TRAIN, hardware: Hardware = P4D, **options) -> BootNode:
+        return super().make(boot, hardware, **options)
 
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
+
+@pytest.fixture
+def nodes(tmp_path):
+    made = Nodes(tmp_path)
+    yield made
+    made.stop()
 
 
 def published_metrics(call: list[str]) -> list[dict]:

@@ -15,14 +15,21 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from boot_fakes import FakeImds
-from boot_harness import P4D, P5_4XL, VENV_BIN, BootNode, Hardware, moto_instance, run_as
+from boot_harness import (
+    P4D,
+    P5_4XL,
+    VENV_BIN,
+    BootNode,
+    Hardware,
+    Nodes,
+    moto_instance,
+    run_as,
+)
 from conftest import TRAIN_LIKE, only, plan_config
 from gpu_cluster.components.user_data import (
     BootConfig,
     boot_script,
     decoded_user_data,
-    render_user_data,
 )
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -43,34 +50,13 @@ ONE_NODE = [
 
 @pytest.fixture
 def make_node(tmp_path):
-    servers: list[FakeImds] = []
+    nodes = Nodes(tmp_path, ONE_NODE)
 
-    def make(
-        boot: BootConfig = TRAIN,
-        hardware: Hardware = P4D,
-        aws: list[tuple[str, str]] | None = None,
-        endpoint: str | None = None,
-        instance_id: str = SELF,
-        user_data: str | None = None,
-    ) -> BootNode:
-        imds = FakeImds(instance_id=instance_id).start()
-        servers.append(imds)
-        node = BootNode(
-            tmp_path / f"node{len(servers)}",
-            user_data or render_user_data(boot),
-            imds,
-            hardware,
-            aws_endpoint=endpoint,
-        )
-        if hardware.nvswitches:
-            node.activate("nvidia-fabricmanager.service")
-        if endpoint is None:
-            node.answer_aws(ONE_NODE if aws is None else aws)
-        return node
+    def make(boot: BootConfig = TRAIN, hardware: Hardware = P4D, **options) -> BootNode:
+        return nodes.make(boot, hardware, **options)
 
     yield make
-    for server in servers:
-        server.stop()
+    nodes.stop()
 
 
 def health_tags(node: BootNode) -> list[str]:

@@ -9,18 +9,17 @@ import threading
 import time
 from dataclasses import replace
 
-import pytest
 from boot_harness import G4DN
 from harness_units import (
     SELF,
     TRAIN,
-    Nodes,
     argument,
     aws_calls,
     df_stub,
     health,
     mark_booted,
 )
+from harness_units import nodes as nodes
 
 XID_63 = (
     "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, "
@@ -28,13 +27,6 @@ XID_63 = (
 )
 XID_48 = "NVRM: Xid (PCI:0000:20:1c): 48, pid=3101, An uncorrectable double bit error\n"
 TOPIC = "arn:aws:sns:us-east-1:123456789012:train-cost-alerts-1a2b3c4"
-
-
-@pytest.fixture
-def nodes(tmp_path):
-    made = Nodes(tmp_path)
-    yield made
-    made.stop()
 
 
 def reboots(node) -> list[list[str]]:

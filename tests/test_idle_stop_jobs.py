@@ -7,24 +7,16 @@ from __future__ import annotations
 import json
 
 import boto3
-import pytest
 from conftest import ROOT, TRAIN_LIKE, plan_config
 from gpu_cluster.infra.stack_files import load_stack_config
 from harness_units import (
     SELF,
-    Nodes,
     aws_calls,
     published_metrics,
 )
+from harness_units import nodes as nodes
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
-
-
-@pytest.fixture
-def nodes(tmp_path):
-    made = Nodes(tmp_path)
-    yield made
-    made.stop()
 
 
 def test_a_clusters_idle_alarm_watches_activity_and_alerts_on_missing_data():

@@ -9,22 +9,15 @@ import time
 from dataclasses import replace
 
 import boto3
-import pytest
 from botocore.loaders import Loader
 from conftest import TRAIN_LIKE, plan_config
-from harness_units import SELF, TRAIN, Nodes, argument, aws_calls, health
+from harness_units import SELF, TRAIN, argument, aws_calls, health
+from harness_units import nodes as nodes
 
 LUSTRE = "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abc"
 NO_CLIENT = "failed: client-for-6.8.0-1021-aws"  # the AMI's kernel has no FSx client yet
 COUNTER = "/gpu-cluster/train/train/replacements/lustre_client-for-6.8.0-1021-aws"
 TOPIC = "arn:aws:sns:us-east-1:123456789012:train-cost-alerts-1a2b3c4"
-
-
-@pytest.fixture
-def nodes(tmp_path):
-    made = Nodes(tmp_path)
-    yield made
-    made.stop()
 
 
 def without_lustre_client(node) -> None:
