@@ -91,6 +91,20 @@ def jobs_log_group(cluster: str) -> str:
     return f"/gpu-cluster/{cluster}-jobs"
 
 
+def workdir_key(sha256: str) -> str:
+    """Where `gpuc run --workdir` keeps a job's code in the stack's bucket: content-addressed
+    (the archive's SHA-256), so an unchanged folder is uploaded once and every node verifies
+    what it fetched against the digest in the job's spec. Nodes may read, not write, it
+    (components/policies.py: they write only under checkpoints/ and outputs/)."""
+    return f"code/{sha256}.tar.gz"
+
+
+def job_bucket_parameter(cluster: str, stack: str) -> str:
+    """Where `gpuc run` finds the stack's bucket (the program writes it at `pulumi up`: the
+    bucket may be the data stack's, which gpuc cannot read without Pulumi state)."""
+    return f"/gpu-cluster/{cluster}/{stack}/bucket"
+
+
 def alerts_topic_parameter(cluster: str, stack: str) -> str:
     """Where a node finds its stack's alert topic (the topic is created after the nodes'
     launch template, so its ARN cannot be in the user data); two stacks may share a cluster

@@ -54,6 +54,25 @@ class JobError(Exception):
 
 
 @dataclass(frozen=True)
+class Workdir:
+    """A job's code: a content-addressed archive in the stack's bucket (infra/workdir.py packs
+    it, infra/aws/workdir.py uploads it); each node fetches it and checks the digest."""
+
+    key: str
+    sha256: str
+    size: int  # bytes of the archive
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "sha256": self.sha256, "bytes": self.size}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Workdir | None:
+        if not data:
+            return None
+        return cls(str(data["key"]), str(data["sha256"]), int(data.get("bytes") or 0))
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     command: list[str]
@@ -64,6 +83,9 @@ class JobSpec:
     nodes: int = 0  # running nodes when it started (torchrun's --nnodes MIN:MAX takes 1:this)
     run: str = ""  # this run's id: each node's report carries it (clocks may disagree)
     port: int = 0  # its rendezvous port, its own among the cluster's active jobs (0: the default)
+    workdir: Workdir | None = None  # the job's code, its working directory on every node
+    setup: str = ""  # a shell command run once per node per job version, before torchrun
+    image: str = ""  # a container image the job runs in ("": the AMI's own environment)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -77,6 +99,9 @@ class JobSpec:
                 "nodes": self.nodes,
                 "run": self.run,
                 "port": self.port,
+                "workdir": self.workdir.to_dict() if self.workdir else None,
+                "setup": self.setup,
+                "image": self.image,
             },
             sort_keys=True,
         )
@@ -94,6 +119,9 @@ class JobSpec:
             nodes=int(data.get("nodes", 0)),
             run=str(data.get("run", "")),
             port=int(data.get("port") or 0),
+            workdir=Workdir.from_dict(data.get("workdir")),
+            setup=str(data.get("setup") or ""),
+            image=str(data.get("image") or ""),
         )
 
 
