@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
+from gpu_cluster.components.boot_bundle import boot_bundle, bundle_key
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout
 from gpu_cluster.components.cost_controls import CostControls
@@ -15,6 +16,7 @@ from gpu_cluster.components.datastore import DataStore, DataStoreArgs
 from gpu_cluster.components.jobs import (
     JOB_LOG_RETENTION_DAYS,
     alerts_topic_parameter,
+    job_bucket_parameter,
     jobs_log_group,
     jobs_path,
     replacements_parameter,
@@ -80,6 +82,8 @@ class GpuClusterArgs:
     # Pulumi secrets from stack config: name -> value (stored as SSM SecureString parameters)
     secrets: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     cost_controls: CostControls = field(default_factory=CostControls)
+    # ECR repositories job images come from (`gpuc run --image`): names or ARNs
+    image_repositories: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -149,6 +153,7 @@ class GpuCluster(pulumi.ComponentResource):
                 secrets_path=secrets_path(name) if args.secrets else None,
                 jobs_path=jobs_path(name),
                 alert_topic=args.cost_controls.alerts,
+                image_repositories=args.image_repositories,
                 tags=args.tags,
             ),
             child,
@@ -165,6 +170,7 @@ class GpuCluster(pulumi.ComponentResource):
                 kms_key_arn=self.security.key.arn,
                 nat_gateway=args.nat_gateway,
                 public_nodes=args.public_ip,
+                ecr_endpoints=bool(args.image_repositories),
                 scope=args.scope,
                 existing=args.existing_network,
                 tags=args.tags,
@@ -213,6 +219,7 @@ class GpuCluster(pulumi.ComponentResource):
                 child,
             )
             lustre_target = self.lustre.mount_target
+        job_files = self._job_files(name, stack, args, child, bucket_name)
         gpus_per_node = args.facts.processes_per_node
         # all-reduce across nodes cannot beat the node's network (nccl-tests' busbw, GB/s)
         self.expected_busbw_gbytes = node_network_gbps(args.facts, args.efa) / 8
@@ -264,6 +271,7 @@ class GpuCluster(pulumi.ComponentResource):
                     *self.security.boot_dependencies,
                     *([self.lustre] if self.lustre else []),
                     *self.secrets,
+                    *job_files,
                 ],
                 scope=args.scope,
                 root_volume=args.root_volume,
@@ -378,6 +386,36 @@ class GpuCluster(pulumi.ComponentResource):
             ),
             opts=child,
         )
+
+    def _job_files(
+        self,
+        name: str,
+        stack: str,
+        args: GpuClusterArgs,
+        child: pulumi.ResourceOptions,
+        bucket_name: pulumi.Input[str],
+    ) -> list[pulumi.Resource]:
+        """What the jobs need in place before a node boots: the boot bundle in the stack's
+        bucket (components/boot_bundle.py), and the bucket's name where `gpuc run` finds it."""
+        bundle = aws.s3.BucketObjectv2(
+            child_name(name, "boot-bundle"),
+            bucket=bucket_name,
+            key=bundle_key(name, stack),
+            content=boot_bundle(),
+            content_type="text/x-shellscript",
+            opts=child,
+        )
+        bucket = aws.ssm.Parameter(
+            child_name(name, "job-bucket"),
+            name=job_bucket_parameter(name, stack),
+            type="SecureString",  # as every parameter of the stack: under the cluster key
+            key_id=self.security.key.arn,
+            value=bucket_name,
+            description=f"gpu-cluster {name}: the bucket gpuc run puts the jobs' code in",
+            tags=args.tags,
+            opts=child,
+        )
+        return [bundle, bucket]
 
     def _jobs_log(
         self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions

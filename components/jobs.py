@@ -32,6 +32,8 @@ NODE_ENV_NAMES = frozenset(
         "JOB_LOG_DIR",
         "STACK",
         "GANG_TIMEOUT",
+        "BUNDLE_KEY",
+        "BUNDLE_SHA256",
         "MODEL_PREFIX",
         "SERVER_KIND",
         "SERVER_IMAGE",

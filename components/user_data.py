@@ -20,22 +20,21 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 from gpu_cluster.components.aws_limits import user_data_text
+from gpu_cluster.components.boot_bundle import bundle_key, bundle_sha256
+from gpu_cluster.components.boot_files import BOOT_DIR as BOOT_DIR
+from gpu_cluster.components.boot_files import CONSTANTS, boot_script, fill
+from gpu_cluster.components.boot_files import RENDEZVOUS_PORT as RENDEZVOUS_PORT
+from gpu_cluster.components.boot_files import flush_left as flush_left
 from gpu_cluster.components.jobs import JOB_LOG_DIR
-from gpu_cluster.components.naming import CLUSTER_TAG
 
-BOOT_DIR = Path(__file__).parent / "boot"
 SCRATCH_MOUNT = "/mnt/nvme"
 DATA_MOUNT = "/mnt/data"
 LUSTRE_MOUNT = "/fsx"
-RENDEZVOUS_PORT = 29500
 TORCHRUN_WRAPPER = "gpuc-torchrun"
 SPOT_WATCH = "/usr/local/sbin/gpu-cluster-spot-watch"
 JOB_USER = "ubuntu"  # the Deep Learning AMI's user; jobs run as this user
-PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
 COMMENT_LINE = re.compile(r"^[ \t]*#(?!!| shellcheck).*\n", re.MULTILINE)
 # A comment after code: blanks, "# ", then no quote to the end of the line (so never a "#"
 # inside a string). The boot files' units, JSON and Python heredocs hold none that are data.
@@ -76,41 +75,6 @@ class BootStep:
     arguments: str = ""
 
 
-# A here-document's opening line (not a here-string, <<<): its body is data, kept as it is.
-HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?([A-Za-z_]+)['\"]?")
-
-
-def flush_left(script: str) -> str:
-    """A shell script with each line's indentation removed (bash ignores it), except inside
-    its here-documents (Python, YAML, unit files: there it is data). Room in the user data."""
-    lines, end = [], None
-    for line in script.split("\n"):
-        if end is not None:
-            lines.append(line)
-            end = None if line.strip() == end else end
-            continue
-        opening = HEREDOC.search(line)
-        if opening and not line.lstrip().startswith("#"):
-            end = opening.group(1)
-        lines.append(line.lstrip(" \t"))
-    return "\n".join(lines)
-
-
-@cache
-def boot_script(name: str) -> str:
-    text = (BOOT_DIR / name).read_text()
-    return flush_left(text) if name.endswith(".sh") else text
-
-
-def fill(template: str, values: dict[str, str]) -> str:
-    """Replace every ``{{NAME}}``; a placeholder without a value is a bug, not a blank."""
-
-    def value(match: re.Match[str]) -> str:
-        return values[match.group(1)]
-
-    return PLACEHOLDER.sub(value, template)
-
-
 def without_comments(script: str) -> str:
     """The script without comments (shebangs and shellcheck directives stay)."""
     return INLINE_COMMENT.sub("", COMMENT_LINE.sub("", script))
@@ -124,9 +88,6 @@ def boot_unit_function() -> str:
 def install_file(path: str, text: str) -> str:
     """A quoted heredoc that writes ``text`` to ``$R<path>``."""
     return f"cat > \"$R{path}\" <<'SCRIPT'\n{text.rstrip(chr(10))}\nSCRIPT"
-
-
-CONSTANTS = {"CLUSTER_TAG": CLUSTER_TAG, "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT)}
 
 
 def step_block(step: BootStep) -> str:
@@ -256,7 +217,7 @@ def cluster_steps(boot: BootConfig) -> list[BootStep]:
         ),
         BootStep(
             "gpu-cluster-jobs",
-            "gpu-cluster-jobs.sh",
+            "gpu-cluster-bundle.sh",  # the jobs program itself is in the boot bundle
             "the stack's active training jobs (gpuc run), once healthy and discovered",
             "gpu-cluster-nodes.service gpu-cluster-health.service network-online.target",
             options="background retry",  # SSM not answering yet: again in two minutes
@@ -288,6 +249,8 @@ def render_user_data(boot: BootConfig) -> str:
         "JOB_LOG_DIR": shlex.quote(JOB_LOG_DIR),
         "STACK": shlex.quote(boot.stack or boot.cluster),
         "GANG_TIMEOUT": str(boot.gang_timeout_seconds),
+        "BUNDLE_KEY": shlex.quote(bundle_key(boot.cluster, boot.stack or boot.cluster)),
+        "BUNDLE_SHA256": bundle_sha256(),
     }
     steps = cluster_steps(boot)
     installs = [step_block(step) for step in steps]

@@ -38,6 +38,7 @@ from boot_fakes import (
     nvidia_smi_script,
     write_executable,
 )
+from gpu_cluster.components.boot_bundle import boot_bundle
 
 BASH = shutil.which("bash") or "/bin/bash"
 SYSTEMD_SOURCE = (Path(__file__).parent / "fake_systemd.py").read_text()
@@ -113,6 +114,25 @@ for needle in table.get("down", []):
             "\nCould not connect to the endpoint URL: \"https://ec2.us-east-1.amazonaws.com/\"\n"
         )
         sys.exit(255)
+# S3 objects: files under $HARNESS/s3/<bucket>/<key> (what `pulumi up` or a test put there)
+if args[:2] == ["s3", "cp"]:
+    valued = {"--region", "--cli-connect-timeout", "--cli-read-timeout", "--endpoint-url"}
+    paths, rest = [], iter(args[2:])
+    for arg in rest:
+        if arg in valued:
+            next(rest, None)
+        elif not arg.startswith("--"):
+            paths.append(arg)
+    if len(paths) == 2 and paths[0].startswith("s3://"):
+        source = os.path.join(harness, "s3", paths[0][len("s3://"):])
+        if not os.path.isfile(source):
+            key = paths[0][len("s3://"):].split("/", 1)[-1]
+            sys.stderr.write("fatal error: An error occurred (404) when calling the HeadObject "
+                             f"operation: Key \"{key}\" does not exist\n")
+            sys.exit(1)
+        with open(source, "rb") as got, open(paths[1], "wb") as out:
+            out.write(got.read())
+        sys.exit(0)
 for index, (needle, answer) in enumerate(table.get("answers", [])):
     if needle in line:
         if isinstance(answer, list):  # successive calls, successive answers (the last stays)
@@ -251,8 +271,22 @@ class BootNode:
         if aws_endpoint is None:
             write_executable(self.bin / "aws", f"#!{PYTHON}\n{AWS_STUB}")
             self.answer_aws()
+            self.put_boot_bundle()
 
     # --- what the node sees -----------------------------------------------------------------
+
+    def s3_object(self, bucket: str, key: str) -> Path:
+        """An object of the stub's S3 (``aws s3 cp s3://bucket/key``), as a file."""
+        return self.harness / "s3" / bucket / key
+
+    def put_boot_bundle(self) -> None:
+        """The boot bundle where `pulumi up` puts it (the stack's bucket, at the key the user
+        data names), for a node whose AWS is the stub."""
+        values = cluster_env(self.user_data.read_text())
+        if "BUNDLE_KEY" in values:
+            target = self.s3_object(values["DATA_BUCKET"], values["BUNDLE_KEY"])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(boot_bundle())
 
     def set_gpus(self, **state: Any) -> None:
         """nvidia-smi's state (boot_fakes.nvidia_smi_script), merged into what is there."""
@@ -460,6 +494,27 @@ class BootNode:
 
     def env_file(self, path: str) -> dict[str, str]:
         return dict(line.split("=", 1) for line in self.read(path).splitlines() if "=" in line)
+
+
+def cluster_env(user_data: str) -> dict[str, str]:
+    """cluster.env's values as a rendered user data writes them (shell-quoted)."""
+    import shlex
+
+    body = user_data.split("<<'ENV'\n", 1)[1].split("\nENV\n", 1)[0]
+    return {
+        key: (shlex.split(value) or [""])[0]
+        for key, _, value in (line.partition("=") for line in body.splitlines())
+    }
+
+
+def put_boot_bundle_in(s3: Any, user_data: str) -> None:
+    """What `pulumi up` does for a node whose AWS is a moto server: the boot bundle in the
+    stack's bucket (created if missing), at the key the user data names."""
+    values = cluster_env(user_data)
+    bucket = values["DATA_BUCKET"]
+    if bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
+        s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key=values["BUNDLE_KEY"], Body=boot_bundle().encode())
 
 
 class Nodes:

@@ -29,6 +29,8 @@ set -uo pipefail
 export STEP=jobs
 # shellcheck source=/dev/null
 . "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
+# shellcheck source=gpu-cluster-job-code.sh
+. "$R/usr/local/lib/gpu-cluster/job-code.sh"
 JOBS="/gpu-cluster/$CLUSTER/jobs"
 SPECS="$ETC/jobs"
 
@@ -54,13 +56,18 @@ PY
 }
 
 report() {  # report NAME STATE [DETAIL [RESTARTS]]: this nodes state of this run of a job
-  local id run detail="${3:-}"
-  detail=${detail//\\/\\\\} && detail=${detail//\"/\\\"}  # a JSON string
+  local id value
   id=$(imds instance-id) || return 0
-  run=$(spec_field "$SPECS/$1.json" run 2>/dev/null)
+  value=$(python3 - "$2" "${3:-}" "${4:-0}" "$(spec_field "$SPECS/$1.json" run 2>/dev/null)" \
+    "$(date -u +%FT%TZ)" <<'PY'
+import json, sys
+state, detail, restarts, run, updated = sys.argv[1:]
+print(json.dumps({"state": state, "detail": detail[:2000], "restarts": int(restarts or 0),
+                  "run": run, "updated": updated}))
+PY
+) || return 0
   aws ssm put-parameter --region "$REGION" --name "$JOBS/$1/nodes/$id" --type String --overwrite \
-    --value "{\"state\": \"$2\", \"detail\": \"$detail\", \"restarts\": ${4:-0}, \"run\": \"$run\", \"updated\": \"$(date -u +%FT%TZ)\"}" \
-    >/dev/null || echo "gpu-cluster-jobs: could not report $1 $2" >&2
+    --value "$value" >/dev/null || echo "gpu-cluster-jobs: could not report $1 $2" >&2
 }
 
 final_of() {  # final_of NAME: done or failed when this node finished this run of NAME
@@ -182,6 +189,12 @@ case "${1:-}" in
         "started again (gpuc run starts a new run)" >&2
       exit 0
     fi
+    # a job in a container: the job user talks to the Docker daemon (docker's group; systemd
+    # gives a unit its User='s groups as they are when it starts)
+    if [ -n "$(spec_get "$SPECS/$name.json" image)" ] \
+      && ! id -nG "$JOB_USER" | tr ' ' '\n' | grep -qx docker; then
+      usermod -aG docker "$JOB_USER" || log "cannot add $JOB_USER to the docker group"
+    fi
     # the job's output, shipped by the CloudWatch agent (gpu-cluster-gpu-metrics), and the
     # record of the runs that ended here
     install -d -m 0755 -o "$JOB_USER" "$R$JOB_LOG_DIR" "$STATE/jobs" || exit 1
@@ -236,6 +249,29 @@ case "${1:-}" in
       export GPUC_CHECKPOINT_URI="$LUSTRE_MOUNT/checkpoints/$name"
     fi
     eval "set -- $command"
+    log_file="$R$JOB_LOG_DIR/$name.log"
+    # its code, dependencies and image, before this node joins the rendezvous (job-code.sh)
+    failed_here() {
+      echo "[$name] gpu-cluster: $1" >> "$log_file"
+      echo "$run failed" >> "$STATE/jobs/$name.final"
+      report "$name" failed "$1"
+      exit 1
+    }
+    job_code "$name" "$spec" || failed_here "$JOB_ERROR"
+    [ -z "$JOB_DIR" ] || cd "$JOB_DIR" || failed_here "cannot enter $JOB_DIR"
+    LAUNCH=("$R/usr/local/bin/gpuc-torchrun")
+    if [ -n "$(spec_get "$spec" image)" ]; then
+      job_image "$name" "$spec" "$log_file" || failed_here "$JOB_ERROR"
+      container_setup "$name" "$spec" "${JOB_DIR:-$PWD}" "$log_file" || failed_here "$JOB_ERROR"
+      # what the container gets of this script's environment: the rendezvous, the checkpoint
+      # contract, the job's own variables, NCCL's and torchrun's logging
+      mapfile -t passed < <(spec_field "$spec" env | sed 's/=.*//')
+      container_launcher "$name" "${JOB_DIR:-$PWD}" GPUC_NNODES GPUC_RDZV_ID GPUC_RDZV_ENDPOINT \
+        GPUC_RDZV_HOST GPUC_LOCAL_ADDR GPUC_JOB GPUC_CHECKPOINT_URI NCCL_DEBUG LOGLEVEL \
+        ${passed[@]+"${passed[@]}"}
+    else
+      job_venv "$name" "$spec" "${JOB_DIR:-$PWD}" "$log_file" || failed_here "$JOB_ERROR"
+    fi
     # torchrun runs a Python script itself, with `python -u` (torch.distributed.run); `-m
     # MODULE` is its own option; other interpreter options need the command as given
     case "${1:-}" in
@@ -279,12 +315,12 @@ case "${1:-}" in
       # the filter is this script's child (a process substitution on the command itself
       # would be torchrun's), so its last lines are waited for; it ignores SIGTERM
       exec {out}> >(trap '' TERM; watch_output "$name" "$verdict" "$lost" "$seen" \
-        >> "$R$JOB_LOG_DIR/$name.log")
+        >> "$log_file")
       watcher=$!
       GPUC_NNODES="1:${nodes:-1}" GPUC_RDZV_ID="$name-$run" \
         GPUC_RDZV_ENDPOINT="${host#* }:${port:-{{RENDEZVOUS_PORT}}}" \
         GPUC_RDZV_HOST=$([ "${host%% *}" = "$self" ] && echo 1 || echo 0) GPUC_LOCAL_ADDR="$address" \
-        "$R/usr/local/bin/gpuc-torchrun" --max-restarts="${restarts:-3}" "$@" >&"$out" 2>&1 &
+        "${LAUNCH[@]}" --max-restarts="${restarts:-3}" "$@" >&"$out" 2>&1 &
       torchrun=$!
       exec {out}>&-
       while kill -0 "$torchrun" 2>/dev/null; do
@@ -308,6 +344,8 @@ case "${1:-}" in
         kill -"$signal" $pids 2>/dev/null
         sleep 2
       done
+      # a container outlives its docker client when the client is killed
+      [ "${LAUNCH[0]}" != docker ] || docker rm -f "gpuc-job-$name" >/dev/null 2>&1
       # a process the job left behind may hold the output open: the filter gets 10 s
       for _ in $(seq 1 10); do kill -0 "$watcher" 2>/dev/null || break; sleep 1; done
       kill "$watcher" 2>/dev/null

@@ -25,8 +25,12 @@ fi
 set +a
 # gpu-cluster-jobs runs a job elastically: from one node up to the size it started at
 NNODES="${GPUC_NNODES:-$NNODES}"
-# The Deep Learning AMI keeps PyTorch in a virtual environment.
-if ! command -v torchrun >/dev/null && [ -f /opt/pytorch/bin/activate ]; then
+# The Deep Learning AMI keeps PyTorch in a virtual environment; a job with a setup has its own
+# (gpu-cluster-jobs), which sees the AMI's PyTorch: torchrun then runs on its python.
+launcher=(torchrun)
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  launcher=("$VIRTUAL_ENV/bin/python" -m torch.distributed.run)
+elif ! command -v torchrun >/dev/null && [ -f /opt/pytorch/bin/activate ]; then
   # shellcheck source=/dev/null
   . /opt/pytorch/bin/activate
 fi
@@ -41,7 +45,7 @@ fi
 # tests/test_job_survival.py): its documented opt-out.
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE="${TORCH_DISABLE_SHARE_RDZV_TCP_STORE:-1}"
 conf="is_host=${GPUC_RDZV_HOST:-$([ "${NODE_RANK:-0}" = 0 ] && echo 1 || echo 0)}"
-exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" \
+exec "${launcher[@]}" --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" \
   --rdzv_id="${GPUC_RDZV_ID:-$RDZV_ID}" --rdzv_backend=c10d \
   --rdzv_endpoint="${GPUC_RDZV_ENDPOINT:-$MASTER_ADDR:$MASTER_PORT}" \
   --rdzv_conf="$conf${GPUC_RDZV_CONF:+,$GPUC_RDZV_CONF}" \

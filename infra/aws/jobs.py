@@ -29,13 +29,17 @@ from gpu_cluster.components.jobs import (
     JOB_ENV_ALLOWED,
     NODE_ENV_NAMES,
     NODE_ENV_PREFIXES,
+    job_bucket_parameter,
     job_parameter,
     jobs_log_group,
     jobs_path,
+    workdir_key,
 )
-from gpu_cluster.infra.aws import call, paginate
+from gpu_cluster.infra.aws import call, client, paginate
 from gpu_cluster.infra.aws.status import Node, list_nodes
+from gpu_cluster.infra.aws.workdir import upload_workdir
 from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.workdir import PackedWorkdir
 
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 ACTIVE = "active"
@@ -179,6 +183,38 @@ def stack_nodes(ec2: Any, region: str, stack: str) -> list[Node]:
     return [n for n in list_nodes(ec2, region) if n.stack == stack and n.state == "running"]
 
 
+# A job's spec is one SSM parameter of the standard tier: its value at most 4 KB (Systems
+# Manager API reference, PutParameter: "Standard parameters have a value limit of 4 KB").
+SPEC_LIMIT_BYTES = 4096
+
+
+def check_spec_size(spec: JobSpec) -> None:
+    size = len(spec.to_json().encode())
+    if size > SPEC_LIMIT_BYTES:
+        raise JobError(
+            f"the job's spec is {size} bytes (its command, --setup and --env): SSM keeps at most "
+            f"{SPEC_LIMIT_BYTES}; put long commands in a script in --workdir (e.g. --setup "
+            "'bash setup.sh'); nothing was started",
+            2,
+        )
+
+
+def stack_bucket(ssm: Any, cluster: str, stack: str) -> str:
+    """The stack's bucket, as `pulumi up` recorded it (components/jobs.job_bucket_parameter)."""
+    name = job_bucket_parameter(cluster, stack)
+    try:
+        parameter = call(ssm, "ssm", "GetParameter", Name=name, WithDecryption=True)
+    except AwsError as error:
+        if error.code == "ParameterNotFound":
+            raise JobError(
+                f"stack '{stack}' has not recorded its bucket ({name}): run `pulumi up` with "
+                "this version of gpu-cluster first; nothing was started",
+                4,
+            ) from error
+        raise
+    return parameter["Parameter"]["Value"]
+
+
 def check_name(name: str) -> None:
     if not JOB_NAME.match(name):
         raise JobError(
@@ -308,8 +344,15 @@ def run_job(
     max_restarts: int = DEFAULT_MAX_RESTARTS,
     env: dict[str, str] | None = None,
     now: datetime | None = None,
+    *,
+    workdir: PackedWorkdir | None = None,
+    setup: str = "",
+    image: str = "",
+    s3: Any = None,
 ) -> tuple[JobSpec, list[str], str]:
-    """Store the spec, then start it on every running node: (spec, node ids, command id)."""
+    """Store the spec, then start it on every running node: (spec, node ids, command id).
+    ``workdir``: the job's code, uploaded (once: content-addressed) to the stack's bucket
+    after every other check passed; ``setup``, ``image``: see JobSpec."""
     check_name(name)
     if not command:
         raise JobError("gpuc run: give the command after --, e.g. -- python train.py", 2)
@@ -345,7 +388,16 @@ def run_job(
         nodes=len(ids),
         run=uuid.uuid4().hex[:12],
         port=free_port([status.spec for status in list_jobs(ssm, cluster)]),
+        workdir=(
+            Workdir(workdir_key(workdir.sha256), workdir.sha256, workdir.size) if workdir else None
+        ),
+        setup=setup,
+        image=image,
     )
+    check_spec_size(spec)
+    if workdir is not None:
+        bucket = stack_bucket(ssm, cluster, stack)
+        upload_workdir(s3 if s3 is not None else client("s3", region), bucket, workdir)
     store_spec(
         ssm, cluster, key_alias, spec, Description=f"gpu-cluster job {name} of stack {stack}"
     )
