@@ -42,6 +42,7 @@ from gpu_cluster.components.boot_bundle import boot_bundle
 
 BASH = shutil.which("bash") or "/bin/bash"
 SYSTEMD_SOURCE = (Path(__file__).parent / "fake_systemd.py").read_text()
+DOCKER_SOURCE = (Path(__file__).parent / "fake_docker.py").read_text()
 TIME_SCALE = 30  # node seconds per harness second (sleep, RestartSec=, timers)
 JOB_USER = "ubuntu"  # the Deep Learning AMI's user (components/user_data.JOB_USER)
 NODES: list[BootNode] = []  # every node of the running test (conftest powers them off)
@@ -184,14 +185,8 @@ SHELL_STUBS = {
     ),
     "gpg": 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done\ncat > "$out"\n',
     "logger": "exit 0\n",
-    "docker": (
-        'echo "docker $*" >> "$HARNESS/calls"\n'
-        'left=$(cat "$HARNESS/pull-failures" 2>/dev/null || echo 0)\n'
-        'if [ "$1" = pull ] && [ "$left" -gt 0 ]; then echo $((left - 1)) > '
-        '"$HARNESS/pull-failures"\n'
-        '  echo "Error response from daemon: Get https://nvcr.io/v2/: net/http: TLS handshake '
-        'timeout" >&2; exit 1; fi\n'
-    ),
+    # usermod: recorded, then the machine's own (the job user is this machine's user)
+    "usermod": 'echo "usermod $*" >> "$HARNESS/calls"\nexec /usr/sbin/usermod "$@"\n',
     "mkfs.xfs": 'echo "mkfs.xfs $*" >> "$HARNESS/calls"\n',
     "blkid": (
         'case "$*" in *TYPE*) cat "$HARNESS/fstype" 2>/dev/null;; *UUID*) echo 0b7e-uuid;; esac\n'
@@ -236,6 +231,11 @@ class BootNode:
         for path in (self.root / "etc", self.root / "run", self.bin, fakes):
             path.mkdir(parents=True, exist_ok=True)
         (self.root / "etc/os-release").write_text("VERSION_CODENAME=noble\nID=ubuntu\n")
+        # the EFA driver's device files, one per EFA device (what a container is given)
+        for index in range(hardware.efa_devices):
+            device = self.root / f"dev/infiniband/uverbs{index}"
+            device.parent.mkdir(parents=True, exist_ok=True)
+            device.touch()
         (self.harness / "mounts").write_text("")
         self.user_data = folder / "user-data.sh"
         self.user_data.write_text(user_data)
@@ -253,12 +253,14 @@ class BootNode:
         write_executable(self.bin / "dpkg", (fakes / "dpkg").read_text())
         write_executable(self.bin / "apt-get", APT_WRAPPER)
         write_executable(self.bin / "systemctl", f"#!{PYTHON}\n{SYSTEMD_SOURCE}")
+        write_executable(self.bin / "docker", f"#!{PYTHON}\n{DOCKER_SOURCE}")
         write_executable(self.bin / "sleep", SLEEP)
         self.folder.chmod(0o755)
         traversable(self.folder)
         # the fakes record what the job user's processes call too
         self.harness.chmod(0o1777)
-        for record in ("aws-calls.jsonl", "calls", "journal", "downloads", "aws.json"):
+        records = ("aws-calls.jsonl", "calls", "journal", "downloads", "aws.json", "docker.json")
+        for record in records:
             (self.harness / record).touch()
             (self.harness / record).chmod(0o666)
         job_home(self.root)
@@ -587,6 +589,9 @@ def job_home(root: Path) -> None:
             ["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", JOB_USER],
             check=True, capture_output=True,
         )  # fmt: skip
+    # the AMI has Docker: its group exists (a job in a container adds the job user to it)
+    subprocess.run(["groupadd", "-f", "docker"], check=True, capture_output=True)
+    subprocess.run(["gpasswd", "-d", JOB_USER, "docker"], check=False, capture_output=True)
     home = root / "home" / JOB_USER
     home.mkdir(parents=True, exist_ok=True)
     shutil.chown(home, JOB_USER, user_group(JOB_USER))

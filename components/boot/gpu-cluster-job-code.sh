@@ -101,8 +101,9 @@ job_venv() {  # job_venv NAME SPEC DIR LOG: the job's virtualenv set up (and act
       && "$base" -c 'import site; print("\n".join(site.getsitepackages()))' \
         > "$site/gpuc-base-environment.pth" \
       || { JOB_ERROR="cannot link $base's packages into $venv"; return 1; }
-    (cd "$3" && SPEC="$2" VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
-      run_setup "$name" "$4" bash -c "$setup") || return 1
+    # in the job's code (the job's unit is already there), this shell's JOB_ERROR kept
+    SPEC="$2" VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" run_setup "$name" "$4" \
+      bash -c "cd \"\$0\" && eval \"\$1\"" "$3" "$setup" || return 1
     echo "$version" > "$venv/.gpuc-setup"
   fi
   export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
@@ -125,11 +126,12 @@ job_image() {  # job_image NAME SPEC LOG: the job's image pulled (3 tries) into 
   [ -n "$image" ] || return 0
   mkdir -p "$JOB_HOME"
   for attempt in 1 2 3; do
-    if { ecr_login "$image" && docker pull --quiet "$image"; } > "$out" 2>&1; then
+    { ecr_login "$image" && docker pull --quiet "$image"; } > "$out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
       JOB_IMAGE=$image
       return 0
     fi
-    rc=$?
     prefixed "[$name] image: " < "$out" >> "$3"
     [ "$attempt" -lt 3 ] && pause "$attempt"
   done
@@ -146,7 +148,7 @@ container_args() {
   printf '%s\n' --init --gpus all --network host --ipc host --ulimit memlock=-1:-1 \
     --ulimit stack=67108864
   [ "${3:-}" = job ] && printf '%s\n' --user "$(id -u):$(id -g)" -e HOME=/tmp
-  for device in "$R"/dev/infiniband/uverbs* "$R"/dev/infiniband/rdma_cm; do
+  for device in "$R"/dev/infiniband/uverbs*; do
     [ -e "$device" ] && printf '%s\n' --device "${device#"$R"}"
   done
   for mount in "$SCRATCH" "$DATA_MOUNT" "$LUSTRE_MOUNT"; do
