@@ -244,7 +244,9 @@ case "${1:-}" in
     set +a
     # the checkpoint contract (README, "Running a job"): write to GPUC_CHECKPOINT_URI (FSx's
     # folder when mounted), checkpoint at once on SIGUSR1 or when $RUN/checkpoint-now appears
-    export GPUC_JOB="$name" GPUC_CHECKPOINT_URI="s3://$DATA_BUCKET/checkpoints/$name/"
+    # and the node's region for the job's own AWS calls (boto3, the CLI)
+    export GPUC_JOB="$name" GPUC_CHECKPOINT_URI="s3://$DATA_BUCKET/checkpoints/$name/" \
+      AWS_DEFAULT_REGION="$REGION"
     if mountpoint -q "$LUSTRE_MOUNT" 2>/dev/null; then
       export GPUC_CHECKPOINT_URI="$LUSTRE_MOUNT/checkpoints/$name"
     fi
@@ -268,6 +270,7 @@ case "${1:-}" in
       mapfile -t passed < <(spec_field "$spec" env | sed 's/=.*//')
       container_launcher "$name" "${JOB_DIR:-$PWD}" GPUC_NNODES GPUC_RDZV_ID GPUC_RDZV_ENDPOINT \
         GPUC_RDZV_HOST GPUC_LOCAL_ADDR GPUC_JOB GPUC_CHECKPOINT_URI NCCL_DEBUG LOGLEVEL \
+        AWS_DEFAULT_REGION \
         ${passed[@]+"${passed[@]}"}
     else
       job_venv "$name" "$spec" "${JOB_DIR:-$PWD}" "$log_file" || failed_here "$JOB_ERROR"
