@@ -12,12 +12,19 @@ INTERFACE_ENDPOINTS = ("ssm", "ssmmessages", "ec2messages")
 # agent: the jobs' output to CloudWatch Logs; a partial gang's stop: its alert to SNS). With a
 # NAT gateway these go out through it; without one they need their own endpoints.
 AIR_GAPPED_ENDPOINTS = ("ec2", "autoscaling", "monitoring", "logs", "sns")
-MAX_ENDPOINT_ADDRESSES = len(INTERFACE_ENDPOINTS) + len(AIR_GAPPED_ENDPOINTS)
+# A job image from ECR (`gpuc run --image`, jobs.repositories) without a NAT gateway: the ECR
+# API (the authorization token) and the Docker registry; the layers come from S3 through the
+# gateway endpoint (Amazon ECR User Guide, "Amazon ECR interface VPC endpoints").
+ECR_ENDPOINTS = ("ecr.api", "ecr.dkr")
+MAX_ENDPOINT_ADDRESSES = len(INTERFACE_ENDPOINTS) + len(AIR_GAPPED_ENDPOINTS) + len(ECR_ENDPOINTS)
 
 
-def interface_endpoints(nat_gateway: bool) -> tuple[str, ...]:
-    """The interface endpoints of the cluster VPC (one ENI each in the node subnet)."""
-    return INTERFACE_ENDPOINTS if nat_gateway else INTERFACE_ENDPOINTS + AIR_GAPPED_ENDPOINTS
+def interface_endpoints(nat_gateway: bool, ecr: bool = False) -> tuple[str, ...]:
+    """The interface endpoints of the cluster VPC (one ENI each in the node subnet); ``ecr``:
+    the nodes pull job images from ECR."""
+    if nat_gateway:
+        return INTERFACE_ENDPOINTS
+    return INTERFACE_ENDPOINTS + AIR_GAPPED_ENDPOINTS + (ECR_ENDPOINTS if ecr else ())
 
 
 PUBLIC_SUBNET_PREFIX = 28

@@ -67,6 +67,7 @@ class ClusterNetworkArgs:
     kms_key_arn: pulumi.Input[str]
     nat_gateway: bool = True
     public_nodes: bool = False
+    ecr_endpoints: bool = False  # without a NAT gateway: ECR endpoints for the job images
     scope: str = ""  # see naming.unique_name
     # a service's further zones: (zone, private subnet, public subnet); none for training
     extra_zones: tuple[tuple[str, Any, Any], ...] = ()
@@ -305,7 +306,7 @@ class ClusterNetwork(pulumi.ComponentResource):
             name,
             args,
             child,
-            services=interface_endpoints(args.nat_gateway),
+            services=interface_endpoints(args.nat_gateway, args.ecr_endpoints),
             subnet_ids=[self.private_subnet.id],
             https_from={"cidr_ipv4": str(args.layout.vpc)},
             source="the VPC",

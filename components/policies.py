@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_cluster.components.images import PULL_ACTIONS, TOKEN_ACTION
 from gpu_cluster.components.naming import HEALTH_TAG, STACK_TAG
 
 SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
@@ -491,6 +492,33 @@ def node_alerts_policy(
                 "Effect": "Allow",
                 "Action": ["ssm:GetParameter", "ssm:PutParameter"],
                 "Resource": f"{replacements_arn}/*",
+            },
+        ],
+    }
+
+
+def ecr_pull_policy(repository_arns: list[str]) -> dict[str, Any]:
+    """`gpuc run --image`: the nodes pull job images from the named ECR repositories and no
+    others. ecr:GetAuthorizationToken takes no resource but `*` (Service Authorization
+    Reference, Amazon Elastic Container Registry: no resource type); the token alone reads
+    nothing, each pull is authorized on the repository by the three read actions. A repository
+    of another account also needs its own repository policy to allow this role."""
+    if not repository_arns:
+        raise ValueError("ecr_pull_policy needs at least one repository ARN")
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AuthenticateToEcr",
+                "Effect": "Allow",
+                "Action": TOKEN_ACTION,
+                "Resource": "*",
+            },
+            {
+                "Sid": "PullJobImages",
+                "Effect": "Allow",
+                "Action": list(PULL_ACTIONS),
+                "Resource": sorted(set(repository_arns)),
             },
         ],
     }

@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 import pulumiverse_time
+from gpu_cluster.components.images import repository_arns
 from gpu_cluster.components.kms import create_cluster_key
 from gpu_cluster.components.naming import child_name, unique_name
 from gpu_cluster.components.policies import (
     SSM_MANAGED_POLICY,
     ec2_assume_role_policy,
+    ecr_pull_policy,
     node_access_policy,
 )
 from gpu_cluster.components.secrets import secrets_path_arn
@@ -32,6 +34,9 @@ class ClusterSecurityArgs:
     secrets_path: str | None = None  # the SSM hierarchy of the cluster's secrets, if any
     jobs_path: str | None = None  # the SSM hierarchy of its training jobs (`gpuc run`), if any
     alert_topic: bool = False  # an SNS topic under this key that Budgets and alarms publish to
+    # ECR repositories the nodes may pull job images from (`gpuc run --image`): names in this
+    # account and region, or repository ARNs; none: the role gets no ECR rights at all
+    image_repositories: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -143,10 +148,30 @@ class ClusterSecurity(pulumi.ComponentResource):
         )
         # A node's first boot calls SSM, EC2 and S3 with these permissions.
         self.boot_dependencies: list[pulumi.Resource] = [ssm, access_policy]
+        if args.image_repositories:
+            # a node that joins later starts the running jobs at boot: their images first
+            self.boot_dependencies.append(self._image_pull_access(name, args, child))
         self.register_outputs(
             {
                 "keyArn": self.key.arn,
                 "roleArn": self.role.arn,
                 "instanceProfileArn": self.instance_profile.arn,
             }
+        )
+
+    def _image_pull_access(
+        self, name: str, args: ClusterSecurityArgs, child: pulumi.ResourceOptions
+    ) -> aws.iam.RolePolicy:
+        """Pull rights on exactly the named repositories (policies.ecr_pull_policy)."""
+        return aws.iam.RolePolicy(
+            child_name(name, "image-pull-access"),
+            role=self.role.id,
+            policy=pulumi.Output.all(args.partition, args.account_id).apply(
+                lambda values: json.dumps(
+                    ecr_pull_policy(
+                        repository_arns(args.image_repositories, values[0], args.region, values[1])
+                    )
+                )
+            ),
+            opts=child,
         )

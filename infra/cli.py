@@ -45,62 +45,57 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return run_diff(args.stacks, args.stack, args.saved, args.overrides, args.json)
 
 
-def job_target(stack: str, region: str | None) -> tuple[str, str]:
-    """(cluster name, region) of a stack, from its stack file where it still has one."""
-    settings = stack_settings(stack)
-    cluster = (settings or {}).get("gpu-cluster:clusterName") or stack
-    return cluster, stack_region(stack, region, settings)
+def job_target(stack: str, region: str | None) -> tuple[str, str, dict[str, str]]:
+    """(cluster name, region, stack file settings) of a stack jobs run on. Every jobs command
+    refuses, with one message each: a stack without a stack file (its file names the cluster
+    and the region; the stacks and a did-you-mean are listed), the data stack, an inference
+    stack."""
+    from gpu_cluster.infra.aws.job_command import job_stack_settings
+
+    settings = job_stack_settings(stack)
+    cluster = settings.get("gpu-cluster:clusterName") or stack
+    return cluster, stack_region(stack, region, settings), settings
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpu_cluster.infra.aws.job_command import command_run
+    from gpu_cluster.infra.aws.job_command import RunFlags, command_run
 
-    cluster, region = job_target(args.stack, args.region)
+    cluster, region, settings = job_target(args.stack, args.region)
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
-    name = args.name or default_job_name(command)
-    return command_run(
-        args.stack,
-        cluster,
-        region,
-        name,
-        command,
-        args.max_restarts,
-        args.json,
+    flags = RunFlags(
+        command=command,
+        name=args.name,
+        max_restarts=args.max_restarts,
         env=args.env,
-        watch_seconds=args.watch,
+        workdir=args.workdir,
+        setup=args.setup,
+        image=args.image,
+        job_file=args.file,
     )
-
-
-def default_job_name(command: list[str]) -> str:
-    """`python train.py` -> train; a name systemd and SSM both take."""
-    import re
-
-    script = next(
-        (part for part in command if part.endswith(".py")), command[0] if command else "job"
+    return command_run(
+        args.stack, cluster, region, flags, args.json, watch_seconds=args.watch, settings=settings
     )
-    stem = re.sub(r"[^a-z0-9-]+", "-", Path(script).stem.lower()).strip("-")
-    return (stem or "job")[:40]
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.job_command import command_jobs
 
-    cluster, region = job_target(args.stack, args.region)
-    return command_jobs(cluster, region, args.stack, args.json)
+    cluster, region, _ = job_target(args.stack, args.region)
+    return command_jobs(cluster, region, args.stack, args.json, args.job)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.job_command import command_logs
 
-    cluster, region = job_target(args.stack, args.region)
-    return command_logs(cluster, region, args.job, args.node, args.follow, args.json)
+    cluster, region, _ = job_target(args.stack, args.region)
+    return command_logs(args.stack, cluster, region, args.job, args.node, args.follow, args.json)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.job_command import command_cancel
 
-    cluster, region = job_target(args.stack, args.region)
-    return command_cancel(args.stack, cluster, region, args.job)
+    cluster, region, _ = job_target(args.stack, args.region)
+    return command_cancel(args.stack, cluster, region, args.job, args.json)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -527,22 +522,49 @@ def parser() -> argparse.ArgumentParser:
     preflight.add_argument("--json", action="store_true")
     preflight.set_defaults(func=cmd_preflight)
     run = sub.add_parser(
-        "run", help="start a training job on every running node of a stack (needs AWS)"
+        "run",
+        help="start a training job on every running node of a stack (needs AWS)",
+        description="Start a training job on every running node of a stack. Its settings come "
+        "from the flags, from a job file (-f job.yaml), or both: a flag given on the command "
+        "line wins over the file's setting (--env: variable by variable), and the command after "
+        "-- wins over the file's command.",
     )
     run.add_argument("--stack", "-s", required=True)
-    run.add_argument("--name", help="the job's name (default: the script's name)")
+    run.add_argument(
+        "--file",
+        "-f",
+        metavar="JOB.yaml",
+        help="the job's settings: name, command, workdir (relative to the file's folder), "
+        "setup, image, env, maxRestarts; the flags override them",
+    )
+    run.add_argument("--name", help="the job's name (default: the file's, else the script's)")
     run.add_argument(
         "--max-restarts",
         type=lambda v: int(bounded(0, 100, "--max-restarts")(v)),
-        default=3,
-        help="torchrun restarts of a failed worker group (default 3)",
+        default=None,
+        help="torchrun restarts of a failed worker group (default: the file's, else 3)",
     )
     run.add_argument(
         "--env",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an environment variable for the job (repeatable)",
+        help="an environment variable for the job (repeatable; wins over the file's)",
+    )
+    run.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="your code's folder: packed, uploaded to the stack's bucket once per content, and "
+        "the job's working directory on every node",
+    )
+    run.add_argument(
+        "--setup",
+        metavar="CMD",
+        help="a shell command run once per node before the job, e.g. "
+        "'pip install -r requirements.txt' (at most 2 KB)",
+    )
+    run.add_argument(
+        "--image", metavar="IMAGE", help="run the job in this container image (default: the AMI)"
     )
     run.add_argument(
         "--watch",
@@ -553,11 +575,12 @@ def parser() -> argparse.ArgumentParser:
         "and marked failed (default 30; 0: do not wait)",
     )
     run.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--json", action="store_true", help="the started job as JSON")
     run.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     run.set_defaults(func=cmd_run)
     jobs = sub.add_parser("jobs", help="a stack's jobs and their state on each node (needs AWS)")
     jobs.add_argument("--stack", "-s", required=True)
+    jobs.add_argument("--job", help="only this job (--json: one object, not a list)")
     jobs.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
     jobs.add_argument("--json", action="store_true")
     jobs.set_defaults(func=cmd_jobs)
@@ -573,6 +596,7 @@ def parser() -> argparse.ArgumentParser:
     cancel.add_argument("--stack", "-s", required=True)
     cancel.add_argument("--job", required=True)
     cancel.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
+    cancel.add_argument("--json", action="store_true")
     cancel.set_defaults(func=cmd_cancel)
     status = sub.add_parser("status", help="what runs now for this project (needs AWS)")
     status.add_argument("--stack", "-s", help="only this stack (or cluster)")

@@ -92,4 +92,4 @@ def network_needs(spec: ResolvedCluster):
         zones, nodes = (spec.availability_zone,), spec.node_count
         ips = ip_addresses_per_node(nic_layout(spec.facts, spec.efa and spec.facts.efa_supported))
     role = "cluster" if spec.inference is None else "inference"
-    return needs_for(role, zones, nodes, ips, spec.network)
+    return needs_for(role, zones, nodes, ips, spec.network, ecr=bool(spec.image_repositories))

@@ -217,6 +217,7 @@ def cluster_args(
         container_network=spec.container_network,
         secrets=cluster_secrets(spec.secrets) if secrets is None else secrets,
         cost_controls=spec.cost_controls,
+        image_repositories=spec.image_repositories,
         tags=cluster_tags(spec.name, spec.tags, spec.stack),
     )
 

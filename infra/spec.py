@@ -204,6 +204,14 @@ class InferenceSpec(StrictModel):
     deletion_protection: ConfigBool = True  # set false before `pulumi destroy`
 
 
+class JobsSpec(StrictModel):
+    """`gpuc run` jobs (role: cluster): the ECR repositories whose images the nodes may pull
+    (`--image`): names in the stack's account and region, or repository ARNs
+    (infra/validation/jobs.py)."""
+
+    repositories: list[str] = Field(default_factory=list)
+
+
 PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 
 
@@ -230,6 +238,7 @@ class StackSpec(StrictModel):
     fsx: FsxSpec | None = None
     container_network: Literal["host", "bridge"] = "host"  # IMDS hop limit 1, or 2 for bridge
     secrets: list[str] = Field(default_factory=list)  # names only (infra/secrets_config.py)
+    jobs: JobsSpec | None = None  # training jobs' container images (`gpuc run --image`)
     # stop paying for idle GPUs (compute stacks)
     inference: InferenceSpec | None = None  # role: inference
     idle_stop: IdleStopSpec | None = None
@@ -254,6 +263,7 @@ class StackSpec(StrictModel):
         "idle_stop",
         "schedule",
         "budget",
+        "jobs",
         mode="before",
     )
     @classmethod
@@ -280,6 +290,7 @@ OBJECT_KEYS = frozenset(
         "schedule",
         "budget",
         "inference",
+        "jobs",
     }
 )
 LIST_KEYS = frozenset({"alertEmails"})  # JSON-decoded like objects, but lists

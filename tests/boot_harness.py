@@ -551,6 +551,11 @@ class Nodes:
             node.activate("nvidia-fabricmanager.service")
         if endpoint is None:
             node.answer_aws(self.default_aws if aws is None else aws)
+        else:  # what `pulumi up` put in the stack's bucket
+            import boto3
+
+            s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=endpoint)
+            put_boot_bundle_in(s3, node.user_data.read_text())
         if self.install:
             assert node.install_only().returncode == 0
         return node

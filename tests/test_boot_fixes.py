@@ -7,6 +7,7 @@ import re
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config
+from gpu_cluster.components.boot_bundle import boot_bundle
 from gpu_cluster.components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
 from gpu_cluster.components.dlami import dlami_supports
 from gpu_cluster.components.user_data import decoded_user_data
@@ -45,16 +46,22 @@ def test_air_gapped_cluster_has_an_endpoint_for_every_api_boot_calls():
         for r in plan.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
     }
     assert services == {"s3", *INTERFACE_ENDPOINTS, *AIR_GAPPED_ENDPOINTS}
-    # the services boot actually calls (aws ec2 ..., aws autoscaling ...) all have one
-    called = set(re.findall(r"^\s*(?:[A-Za-z_]+=\$\()?aws ([a-z0-9-]+) ", user_data(plan), re.M))
+    # the services boot actually calls (aws ec2 ..., aws autoscaling ...) all have one: the
+    # user data's scripts and the boot bundle's (the jobs program, fetched from the bucket)
+    scripts = user_data(plan) + boot_bundle()
+    called = set(
+        re.findall(r"^\s*(?:[A-Za-z_]+=\$\()?(?:if ! |\{ )?aws ([a-z0-9-]+) ", scripts, re.M)
+    )
     # the AWS CLI calls of the boot scripts (ssm: the training jobs, gpu-cluster-jobs)
-    # (sns: a partial gang's alert, gpu-cluster-nodes)
-    assert called == {"ec2", "autoscaling", "cloudwatch", "ssm", "sns"}
+    # (sns: a partial gang's alert, gpu-cluster-nodes; s3: the bundle and a job's code;
+    # ecr: a job's image, only from repositories the stack names, which bring their endpoints)
+    assert called == {"ec2", "autoscaling", "cloudwatch", "ssm", "sns", "s3", "ecr"}
+    called.remove("ecr")
     endpoint_of = {"ec2": "ec2", "autoscaling": "autoscaling", "cloudwatch": "monitoring"}
-    endpoint_of |= {"ssm": "ssm", "sns": "sns"}
+    endpoint_of |= {"ssm": "ssm", "sns": "sns", "s3": "s3"}
     # the CloudWatch agent ships the jobs' output to CloudWatch Logs
     assert "logs" in AIR_GAPPED_ENDPOINTS and "JOBS_LOG_GROUP" in user_data(plan)
-    assert {endpoint_of[c] for c in called} <= set(AIR_GAPPED_ENDPOINTS) | set(INTERFACE_ENDPOINTS)
+    assert {endpoint_of[c] for c in called} <= {"s3", *AIR_GAPPED_ENDPOINTS, *INTERFACE_ENDPOINTS}
     with_nat = plan_config(TRAIN_LIKE, stack="nat")
     assert len(with_nat.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")) == 1 + len(INTERFACE_ENDPOINTS)
 

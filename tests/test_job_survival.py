@@ -26,7 +26,7 @@ from pathlib import Path
 import boto3
 import pytest
 from boot_fakes import FakeImds
-from boot_harness import G5, JOB_USER, BootNode, user_group
+from boot_harness import G5, JOB_USER, BootNode, put_boot_bundle_in, user_group
 from gpu_cluster.components.jobs import cluster_key_alias, job_parameter, jobs_log_group
 from gpu_cluster.components.naming import CLUSTER_TAG, MANAGED_BY_TAG, STACK_TAG
 from gpu_cluster.components.user_data import render_user_data
@@ -155,6 +155,10 @@ class Cluster:
             stack="train",
         )
         self.user_data = render_user_data(boot)
+        # what `pulumi up` put in the stack's bucket: the boot bundle the user data names
+        put_boot_bundle_in(
+            boto3.client("s3", region_name=REGION, endpoint_url=endpoint), self.user_data
+        )
         self.ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=endpoint)
         self.ssm = boto3.client("ssm", region_name=REGION, endpoint_url=endpoint)
         self.autoscaling = boto3.client("autoscaling", region_name=REGION, endpoint_url=endpoint)

@@ -614,6 +614,9 @@ def test_logs_interleave_every_nodes_output_of_one_job_by_time(capsys):
     logs = boto3.client("logs", region_name=REGION)
     group = jobs_log_group("train")
     now = int(time.time() * 1000)  # Logs refuses events older than 14 days
+    boto3.client("ssm", region_name=REGION).put_parameter(  # the job exists (gpuc run)
+        Name=job_parameter("train", "pretrain"), Value=started_spec().to_json(), Type="String"
+    )
     logs.create_log_group(logGroupName=group)
     for node, events in {
         "i-0aaa": [

@@ -90,8 +90,9 @@ def test_nodes_may_read_only_their_clusters_secrets(secret_plan):
 
 
 def test_without_secrets_there_is_no_parameter_statement_or_boot_step(train_plan):
-    names = [r.inputs["name"] for r in train_plan.of_type("aws:ssm/parameter:Parameter")]
-    assert names == ["/gpu-cluster/train/train/alerts-topic"]  # the gang stop's, not a secret
+    names = sorted(r.inputs["name"] for r in train_plan.of_type("aws:ssm/parameter:Parameter"))
+    # the gang stop's alert topic and the bucket gpuc run uploads code to: neither a secret
+    assert names == ["/gpu-cluster/train/train/alerts-topic", "/gpu-cluster/train/train/bucket"]
     access = json.loads(train_plan.named("train-security-node-access").inputs["policy"])
     assert "ReadClusterSecrets" not in {s["Sid"] for s in access["Statement"]}
     (template,) = train_plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")

@@ -109,13 +109,17 @@ job_venv() {  # job_venv NAME SPEC DIR LOG: the job's virtualenv set up (and act
   export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
 }
 
-ecr_login() {  # ecr_login IMAGE: docker login to the image's ECR registry (none for others)
+# ecr_login IMAGE: docker login to the image's ECR registry (none for others): ACCOUNT.dkr.ecr
+# .REGION.amazonaws.com[.cn], its FIPS (dkr.ecr-fips) and dual-stack (dkr-ecr.REGION.on.aws) forms
+ecr_login() {
   local registry=${1%%/*} region
   case $registry in
-    *.dkr.ecr.*.amazonaws.com | *.dkr.ecr.*.amazonaws.com.cn) ;;
+    *.dkr.ecr.*.amazonaws.com | *.dkr.ecr.*.amazonaws.com.cn) region=${registry#*.dkr.ecr.} ;;
+    *.dkr.ecr-fips.*.amazonaws.com) region=${registry#*.dkr.ecr-fips.} ;;
+    *.dkr-ecr.*.on.aws) region=${registry#*.dkr-ecr.} ;;
     *) return 0 ;;
   esac
-  region=${registry#*.dkr.ecr.} && region=${region%%.*}
+  region=${region%%.*}
   aws ecr get-login-password --region "$region" \
     | docker login --username AWS --password-stdin "$registry"
 }

@@ -217,7 +217,9 @@ def network_lines(spec: ResolvedCluster, unit: UnitPrices, usage: Usage) -> list
             ),
         ]
     services = (
-        existing.create_endpoints if existing else interface_endpoints(spec.network.nat_gateway)
+        existing.create_endpoints
+        if existing
+        else interface_endpoints(spec.network.nat_gateway, bool(spec.image_repositories))
     )
     endpoints = len(services)
     lines.append(

@@ -127,6 +127,9 @@ REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
         "dataRepositoryPath",
     ),
     "aws:ssm/parameter:Parameter": ("name", "dataType"),
+    # internal/service/s3/object.go: the boot bundle's key holds its digest, so a new bundle is
+    # a new object, created before the old one goes (nodes running keep their installed copy)
+    "aws:s3/bucketObjectv2:BucketObjectv2": ("bucket", "key"),
     "aws:scheduler/schedule:Schedule": ("name", "namePrefix", "groupName"),
     "aws:budgets/budget:Budget": ("name", "namePrefix", "accountId"),
     "aws:sns/topic:Topic": ("name", "namePrefix", "fifoTopic"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gpu_cluster.components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
+from gpu_cluster.components.cidr import AIR_GAPPED_ENDPOINTS, ECR_ENDPOINTS, INTERFACE_ENDPOINTS
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.infra.errors import NOT_SET, Problem
 from gpu_cluster.infra.spec import NetworkSpec
@@ -18,8 +18,10 @@ SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?\Z")
 # Amazon VPC quotas: 5 security groups per network interface (adjustable to 16); the cluster's
 # own node group takes one.
 SECURITY_GROUPS_PER_INTERFACE = 5
-# The interface endpoints a node's boot steps may need (components/cidr.py says why each)
+# The interface endpoints a node's boot steps may need (components/cidr.py says why each), and
+# those gpu-cluster may create (also ECR's, for job images: jobs.repositories)
 ENDPOINT_SERVICES = INTERFACE_ENDPOINTS + AIR_GAPPED_ENDPOINTS
+CREATABLE_ENDPOINTS = ENDPOINT_SERVICES + ECR_ENDPOINTS
 # Keys that shape a VPC gpu-cluster creates: meaningless for one the user brings.
 CREATED_VPC_KEYS = {
     "vpc_cidr": "vpcCidr",
@@ -170,14 +172,14 @@ def check_existing_network(
         groups, SECURITY_GROUP_ID, "network.securityGroupIds", "security group"
     )
     for index, service in enumerate(network.create_endpoints):
-        if service not in ENDPOINT_SERVICES:
+        if service not in CREATABLE_ENDPOINTS:
             problems.append(
                 Problem(
                     path=key(f"network.createEndpoints[{index}]"),
                     received=service,
                     problem="not an endpoint the nodes use"
                     + (" (S3: a gateway endpoint on your route table)" if service == "s3" else ""),
-                    allowed=", ".join(ENDPOINT_SERVICES),
+                    allowed=", ".join(CREATABLE_ENDPOINTS),
                     fix=f"pulumi config rm --path network.createEndpoints[{index}]",
                 )
             )

@@ -34,6 +34,7 @@ COMPUTE_KEYS = (
     "fsx",
     "containerNetwork",
     "secrets",
+    "jobs",
     "idleStop",
     "schedule",
     "expiresAt",

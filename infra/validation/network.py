@@ -72,8 +72,9 @@ def public_ip_problems(network: NetworkSpec, efa: bool) -> list[Problem]:
 
 
 def check_network(
-    network: NetworkSpec, node_count: int, ips_per_node: int, efa: bool
+    network: NetworkSpec, node_count: int, ips_per_node: int, efa: bool, ecr: bool = False
 ) -> tuple[SubnetLayout | None, list[Problem]]:
+    """``ecr``: the stack names job image repositories (their endpoints without a NAT)."""
     vpc, problems = _network(network.vpc_cidr, key("network.vpcCidr"))
     if vpc is None:
         return None, problems
@@ -149,7 +150,7 @@ def check_network(
     problems += public_ip_problems(network, efa)
     node_subnet = public if network.public_ip else private
     # the endpoints this stack creates; turning the NAT gateway off later is checked then
-    endpoints = len(interface_endpoints(network.nat_gateway))
+    endpoints = len(interface_endpoints(network.nat_gateway, ecr))
     needed = addresses_needed(node_count, ips_per_node, endpoints)
     if needed > usable_addresses(node_subnet):
         problems.append(

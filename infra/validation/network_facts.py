@@ -7,6 +7,7 @@ import ipaddress
 import math
 from dataclasses import dataclass, field
 
+from gpu_cluster.components.cidr import ECR_ENDPOINTS
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.infra.errors import NOT_SET, Problem
 from gpu_cluster.infra.spec import NetworkSpec
@@ -71,8 +72,14 @@ class NetworkNeeds:
 
 
 def needs_for(
-    role: str, zones: tuple[str, ...], nodes: int, ips_per_node: int, network: NetworkSpec
+    role: str,
+    zones: tuple[str, ...],
+    nodes: int,
+    ips_per_node: int,
+    network: NetworkSpec,
+    ecr: bool = False,
 ) -> NetworkNeeds:
+    """``ecr``: the nodes pull job images from ECR (jobs.repositories)."""
     per_zone = math.ceil(nodes / max(len(zones), 1))
     return NetworkNeeds(
         role=role,
@@ -80,7 +87,7 @@ def needs_for(
         addresses_per_subnet=per_zone * ips_per_node + len(network.create_endpoints),
         internet=network.nat_gateway,
         public_ip=network.public_ip,
-        services=ENDPOINT_SERVICES,
+        services=ENDPOINT_SERVICES + (ECR_ENDPOINTS if ecr else ()),
         avoid_cidrs=tuple(network.avoid_cidrs),
     )
 

@@ -44,6 +44,7 @@ from gpu_cluster.infra.validation.existing_network import (
     uses_existing_network,
 )
 from gpu_cluster.infra.validation.inference import ResolvedInference, check_inference
+from gpu_cluster.infra.validation.jobs import check_jobs
 from gpu_cluster.infra.validation.names import (
     check_cluster_stack,
     check_data_stack,
@@ -89,6 +90,8 @@ class ResolvedCluster:
     cost_controls: CostControls = field(default_factory=CostControls)
     inference: ResolvedInference | None = None  # role: inference
     existing_network: ExistingNetwork | None = None  # network.vpcId: the user's own VPC
+    # jobs.repositories: the ECR repositories job images come from (names or ARNs, as set)
+    image_repositories: tuple[str, ...] = ()
 
     @property
     def total_gpus(self) -> float:
@@ -171,12 +174,16 @@ def resolve(
         found = [p for p in found if "not offered" not in p.problem]
     problems += found
     problems += check_root_volume(spec.root_volume)
+    repositories, found = check_jobs(spec)
+    problems += found
     if facts is None:
         # One IP per node is a lower bound, so any network problem found here is real.
         if uses_existing_network(spec.network):
             zones = (spec.availability_zone or "",)
             return None, problems + check_existing_network(spec.network, spec.role, zones)[1]
-        return None, problems + check_network(spec.network, spec.nodes, 1, efa=False)[1]
+        return None, problems + check_network(
+            spec.network, spec.nodes, 1, efa=False, ecr=bool(repositories)
+        )[1]
     efa, found = check_efa(spec, facts, catalog)
     problems += found
     purchase, found = check_purchase(spec, facts, catalog, efa)
@@ -199,7 +206,9 @@ def resolve(
         existing, found = check_existing_network(spec.network, spec.role, zones)
         problems += found + public_ip_problems(spec.network, efa)
     else:
-        layout, found = check_network(spec.network, spec.nodes, ip_addresses_per_node(slots), efa)
+        layout, found = check_network(
+            spec.network, spec.nodes, ip_addresses_per_node(slots), efa, ecr=bool(repositories)
+        )
         problems += found
     if spec.role == "inference" and layout is not None:
         if (
@@ -244,6 +253,7 @@ def resolve(
             secrets=tuple(spec.secrets),
             cost_controls=controls,
             inference=serving,
+            image_repositories=repositories,
         ),
         [],
     )
