@@ -397,13 +397,17 @@ class GpuCluster(pulumi.ComponentResource):
     ) -> list[pulumi.Resource]:
         """What the jobs need in place before a node boots: the boot bundle in the stack's
         bucket (components/boot_bundle.py), and the bucket's name where `gpuc run` finds it."""
+        # after the bucket's own settings (its default KMS encryption) when this stack makes the
+        # bucket: an object is encrypted as the bucket says when it is written, never later
         bundle = aws.s3.BucketObjectv2(
             child_name(name, "boot-bundle"),
             bucket=bucket_name,
             key=bundle_key(name, stack),
             content=boot_bundle(),
             content_type="text/x-shellscript",
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[self.storage] if self.storage else [])
+            ),
         )
         bucket = aws.ssm.Parameter(
             child_name(name, "job-bucket"),

@@ -18,6 +18,7 @@ State: $HARNESS/docker.json (registry, local images, containers, logins).
 import contextlib
 import fcntl
 import grp
+import hashlib
 import json
 import os
 import signal
@@ -264,9 +265,14 @@ def main(args: list[str]) -> int:
         print("Login Succeeded")
         return 0
     if verb == "image" and rest[:1] == ["inspect"]:
-        if rest[-1] not in load().get("local", {}):
+        local = load().get("local", {})
+        if rest[-1] not in local:
             fail(f"Error response from daemon: No such image: {rest[-1]}")
-        print("[{}]")
+        if "--format" in rest:  # '{{.Id}}': what was pulled (a registry entry's "id", if any)
+            digest = hashlib.sha256(rest[-1].encode()).hexdigest()
+            print(local[rest[-1]].get("id", f"sha256:{digest}"))
+        else:
+            print("[{}]")
         return 0
     if verb == "run":
         return run(rest)

@@ -276,3 +276,42 @@ def test_the_job_user_is_refused_nothing_it_needs_and_given_nothing_more(make_no
     docker_state(node, registry={ECR_IMAGE: {}})
     booted(node)
     assert (f"usermod -aG docker {JOB_USER}" in node.calls()) == (field == "image")
+
+
+def test_a_container_left_from_a_killed_unit_does_not_block_the_next_run(make_node):
+    node = node_with(make_node, spec(image=ECR_IMAGE))
+    # the earlier run's container, still there (its unit was SIGKILLed after TimeoutStopSec)
+    docker_state(node, registry={ECR_IMAGE: {}}, containers={"gpuc-job-pretrain": 999999})
+    booted(node)
+    assert [r["state"] for r in reports(node)] == ["running", "done"]
+    assert "docker rm -f gpuc-job-pretrain" in node.calls()
+    (run,) = docker_runs(node)
+    # the job user has a name in an image without a passwd entry for it (getpass.getuser)
+    assert {f"USER={JOB_USER}", f"LOGNAME={JOB_USER}", "HOME=/tmp"} <= set(run["options"]["env"])
+
+
+def test_a_moved_image_tag_sets_the_job_up_again(make_node):
+    latest = "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:latest"
+    node = node_with(make_node, spec(image=latest, setup="echo setting up"))
+    docker_state(node, registry={latest: {"id": "sha256:" + "1" * 64}})
+    booted(node)
+    first = docker_runs(node)[-1]["image"]
+    # a new push under the same tag: the next pull gets another image
+    state = json.loads(node.harness.joinpath("docker.json").read_text())
+    state["registry"][latest]["id"] = "sha256:" + "2" * 64
+    node.harness.joinpath("docker.json").write_text(json.dumps(state))
+    restart(node)
+    setups = [r for r in docker_runs(node) if r["command"][:2] == ["bash", "-c"]]
+    assert len(setups) == 2 and docker_runs(node)[-1]["image"] != first
+
+
+def test_a_long_non_ascii_failure_still_fits_the_nodes_report(make_node, tmp_path):
+    packed = code(tmp_path / "src", {"train.py": "print('hi')\n"})
+    failing = "for i in 1 2 3 4 5; do printf 'ошибка %.0s' $(seq 40); echo; done; exit 1"
+    node = node_with(make_node, spec(packed, setup=failing), packed)
+    booted(node)
+    calls = [call for call in node.aws_calls() if "put-parameter" in call]
+    values = [call[call.index("--value") + 1] for call in calls]
+    (failed,) = [json.loads(v) for v in values if json.loads(v)["state"] == "failed"]
+    assert failed["detail"].startswith("setup failed (exit 1): ошибка")
+    assert all(len(v.encode()) <= 3500 for v in values)  # SSM's standard tier: 4 KB a value

@@ -68,18 +68,20 @@ job_code() {  # job_code NAME SPEC: the job's code unpacked in JOB_DIR ("": it h
   JOB_DIR=$dir
 }
 
-job_version() {  # job_version SPEC: what a setup depends on, as one digest
-  printf '%s\n%s\n%s\n' "$(spec_get "$1" workdir.sha256)" "$(spec_get "$1" setup)" \
-    "$(spec_get "$1" image)" | sha256sum | cut -c1-64
+# job_version SPEC [IMAGE-ID]: what a setup depends on, as one digest (the image as pulled: a tag
+# such as :latest may move)
+job_version() {
+  printf '%s\n%s\n%s\n%s\n' "$(spec_get "$1" workdir.sha256)" "$(spec_get "$1" setup)" \
+    "$(spec_get "$1" image)" "${2:-}" | sha256sum | cut -c1-64
 }
 
 run_setup() {  # run_setup NAME LOG COMMAND...: COMMAND's output to the job's log; its status
   local name=$1 log=$2 out="$JOB_HOME/.$1.setup" rc
   shift 2
   echo "[$name] gpu-cluster: setup: $(spec_get "$SPEC" setup | head -1)" >> "$log"
-  "$@" > >(tee "$out" | prefixed "[$name] setup: " >> "$log") 2>&1
-  rc=$?
-  wait
+  # a pipeline: its last line is written before the status is read (streamed to the log)
+  "$@" 2>&1 | tee "$out" | prefixed "[$name] setup: " >> "$log"
+  rc=${PIPESTATUS[0]}
   if [ "$rc" -ne 0 ]; then
     JOB_ERROR="setup failed (exit $rc): $(last_lines "$out")"
     echo "[$name] gpu-cluster: setup failed (exit $rc)" >> "$log"
@@ -106,7 +108,7 @@ job_venv() {  # job_venv NAME SPEC DIR LOG: the job's virtualenv set up (and act
       bash -c "cd \"\$0\" && eval \"\$1\"" "$3" "$setup" || return 1
     echo "$version" > "$venv/.gpuc-setup"
   fi
-  export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
+  export VIRTUAL_ENV="$venv" GPUC_JOB_VENV="$venv" PATH="$venv/bin:$PATH"
 }
 
 # ecr_login IMAGE: docker login to the image's ECR registry (none for others): ACCOUNT.dkr.ecr
@@ -151,7 +153,10 @@ container_args() {
   local device mount
   printf '%s\n' --init --gpus all --network host --ipc host --ulimit memlock=-1:-1 \
     --ulimit stack=67108864
-  [ "${3:-}" = job ] && printf '%s\n' --user "$(id -u):$(id -g)" -e HOME=/tmp
+  # (getpass.getuser(), which torch's compile cache asks, needs USER where the image has no
+  # passwd entry for the job user)
+  [ "${3:-}" = job ] && printf '%s\n' --user "$(id -u):$(id -g)" -e HOME=/tmp \
+    -e "USER=$(id -un)" -e "LOGNAME=$(id -un)"
   for device in "$R"/dev/infiniband/uverbs*; do
     [ -e "$device" ] && printf '%s\n' --device "${device#"$R"}"
   done
@@ -166,17 +171,20 @@ container_args() {
 # container_setup NAME SPEC DIR LOG: the job's setup run in JOB_IMAGE once per job version,
 # kept as a local image that becomes JOB_IMAGE
 container_setup() {
-  local name=$1 setup tag
-  tag="gpuc-job/$1:$(job_version "$2" | cut -c1-16)"
+  local name=$1 setup tag pulled
+  pulled=$(docker image inspect --format '{{.Id}}' "$JOB_IMAGE" 2>/dev/null)
+  tag="gpuc-job/$1:$(job_version "$2" "$pulled" | cut -c1-16)"
   setup=$(spec_get "$2" setup)
   [ -n "$setup" ] || return 0
   if docker image inspect "$tag" > /dev/null 2>&1; then JOB_IMAGE=$tag; return 0; fi
   local -a args
   mapfile -t args < <(container_args "$name" "$3")
   docker rm -f "gpuc-setup-$name" > /dev/null 2>&1
-  # setup as the image's own user (installs go into the image), then kept as a local image
+  # setup as the image's own user (installs go into the image), then kept as a local image; what
+  # it left in the job's code goes back to the job user (it replaces the folder on a new digest)
   SPEC="$2" run_setup "$name" "$4" docker run --name "gpuc-setup-$name" "${args[@]}" \
-    "$JOB_IMAGE" bash -c "$setup" || return 1
+    "$JOB_IMAGE" bash -c 'eval "$1"; rc=$?; chown -R "$2" "$3" 2>/dev/null; exit $rc' setup \
+    "$setup" "$(id -u):$(id -g)" "$3" || return 1
   docker commit "gpuc-setup-$name" "$tag" > /dev/null && docker rm "gpuc-setup-$name" > /dev/null \
     || { JOB_ERROR="cannot keep the set-up container as $tag"; return 1; }
   JOB_IMAGE=$tag

@@ -62,8 +62,16 @@ report() {  # report NAME STATE [DETAIL [RESTARTS]]: this nodes state of this ru
     "$(date -u +%FT%TZ)" <<'PY'
 import json, sys
 state, detail, restarts, run, updated = sys.argv[1:]
-print(json.dumps({"state": state, "detail": detail[:2000], "restarts": int(restarts or 0),
-                  "run": run, "updated": updated}))
+# lines cut in the middle of a character (cut -c counts bytes) read as U+FFFD, and SSM's
+# standard tier takes 4 KB a value: the detail is cut to fit, in bytes
+detail = detail.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+while True:
+    value = json.dumps({"state": state, "detail": detail, "restarts": int(restarts or 0),
+                        "run": run, "updated": updated}, ensure_ascii=False)
+    if len(value.encode()) <= 3500:
+        break
+    detail = detail[: len(detail) * 3 // 4] + "..."
+print(value)
 PY
 ) || return 0
   aws ssm put-parameter --region "$REGION" --name "$JOBS/$1/nodes/$id" --type String --overwrite \
@@ -281,7 +289,12 @@ case "${1:-}" in
       python | python3)
         shift
         [ "${1:-}" = -u ] && shift
-        case "${1:-}" in -m) ;; -*) set -- --no-python "$(command -v python3)" "$@" ;; esac ;;
+        # (in a container: the image's python3, not this node's)
+        case "${1:-}" in
+          -m) ;;
+          -*) set -- --no-python "$([ "${LAUNCH[0]}" = docker ] && echo python3 \
+            || command -v python3)" "$@" ;;
+        esac ;;
       *.py) ;;
       *) set -- --no-python "$@" ;;
     esac
@@ -320,6 +333,8 @@ case "${1:-}" in
       exec {out}> >(trap '' TERM; watch_output "$name" "$verdict" "$lost" "$seen" \
         >> "$log_file")
       watcher=$!
+      # a container of an earlier run still there (its unit killed): gone before this one starts
+      [ "${LAUNCH[0]}" != docker ] || docker rm -f "gpuc-job-$name" >/dev/null 2>&1
       GPUC_NNODES="1:${nodes:-1}" GPUC_RDZV_ID="$name-$run" \
         GPUC_RDZV_ENDPOINT="${host#* }:${port:-{{RENDEZVOUS_PORT}}}" \
         GPUC_RDZV_HOST=$([ "${host%% *}" = "$self" ] && echo 1 || echo 0) GPUC_LOCAL_ADDR="$address" \

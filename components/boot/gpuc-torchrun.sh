@@ -28,10 +28,11 @@ NNODES="${GPUC_NNODES:-$NNODES}"
 # The Deep Learning AMI keeps PyTorch in a virtual environment; a job with a setup has its own
 # (gpu-cluster-jobs), which sees the AMI's PyTorch: torchrun then runs on its python.
 launcher=(torchrun)
-if [ -x "${VIRTUAL_ENV:-}/bin/torchrun" ]; then  # the job installed its own PyTorch
-  launcher=("$VIRTUAL_ENV/bin/torchrun")
-elif [ -n "${VIRTUAL_ENV:-}" ]; then
-  launcher=("$VIRTUAL_ENV/bin/python" -m torch.distributed.run)
+venv="${GPUC_JOB_VENV:-}"
+if [ -x "$venv/bin/torchrun" ]; then  # the job installed its own PyTorch
+  launcher=("$venv/bin/torchrun")
+elif [ -n "$venv" ]; then
+  launcher=("$venv/bin/python" -m torch.distributed.run)
 elif ! command -v torchrun >/dev/null && [ -f /opt/pytorch/bin/activate ]; then
   # shellcheck source=/dev/null
   . /opt/pytorch/bin/activate

@@ -189,7 +189,17 @@ SPEC_LIMIT_BYTES = 4096
 
 
 def check_spec_size(spec: JobSpec) -> None:
-    size = len(spec.to_json().encode())
+    """The spec fits its parameter: at most 4 KB, and no ``{{ }}`` (PutParameter: "You can't
+    include values wrapped in double brackets {{}}": SSM refuses the value)."""
+    text = spec.to_json()
+    if "{{" in text:
+        raise JobError(
+            "the job's command, --setup or --env holds '{{': SSM Parameter Store refuses "
+            "values with {{...}} in them; put that text in a script in --workdir (e.g. --setup "
+            "'bash setup.sh'); nothing was started",
+            2,
+        )
+    size = len(text.encode())
     if size > SPEC_LIMIT_BYTES:
         raise JobError(
             f"the job's spec is {size} bytes (its command, --setup and --env): SSM keeps at most "
