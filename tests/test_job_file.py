@@ -411,3 +411,38 @@ def test_the_files_workdir_is_uploaded_once_and_the_spec_names_it(tmp_path, caps
     code = json.loads(capsys.readouterr().out)["code"]
     assert code["uploaded"] is False and code["files"] == 1 and code["key"] == stored["Key"]
     assert len(s3.list_objects_v2(Bucket=BUCKET)["Contents"]) == 1
+
+
+@mock_aws
+def test_a_workdir_over_the_limit_uploads_and_starts_nothing(tmp_path, capsys, monkeypatch):
+    cluster(monkeypatch)
+    job_file(tmp_path, "")
+    with open(tmp_path / "src" / "tokens.bin", "wb") as big:  # sparse: nothing is written
+        big.truncate(200 * 2**20)
+    monkeypatch.chdir(tmp_path)
+    assert gpuc_run("--workdir", "src", "--", "python", "train.py") == INPUT
+    err = capsys.readouterr().err
+    assert "tokens.bin" in err and ".gpucignore" in err and "Traceback" not in err
+    nothing_uploaded_or_started()
+
+
+@mock_aws
+def test_an_unknown_image_in_a_named_repository_uploads_and_starts_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    cluster(monkeypatch)
+    boto3.client("ecr", region_name=REGION).create_repository(repositoryName="train")
+    from gpu_cluster.infra.aws import job_command
+
+    original = job_command.load_stack_config  # the train stack naming the repository
+
+    def with_repository(stack, root=None):
+        return {**original(stack, root), "gpu-cluster:jobs": '{"repositories": ["train"]}'}
+
+    monkeypatch.setattr(job_command, "load_stack_config", with_repository)
+    job_file(tmp_path, "")
+    monkeypatch.chdir(tmp_path)
+    assert gpuc_run("--workdir", "src", "--image", ECR_IMAGE, "--", "python", "train.py") == INPUT
+    err = capsys.readouterr().err
+    assert "unknown image" in err and "Traceback" not in err
+    nothing_uploaded_or_started()
