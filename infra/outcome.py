@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from gpu_cluster.infra.errors import AwsError, ConfigError
+from gpu_cluster.infra.errors import AwsError, ConfigError, Problem
 
 OK = 0
 INTERNAL = 1  # a bug in gpuc: the message asks for a report
@@ -25,6 +25,20 @@ class CommandError(Exception):
         self.problems = problems or []
 
 
+def problem_dicts(problems: Iterable[Problem]) -> list[dict[str, Any]]:
+    """Problems as --json prints them."""
+    return [
+        {
+            "path": p.path,
+            "problem": p.problem,
+            "received": p.received,
+            "allowed": p.allowed,
+            "fix": p.fix,
+        }
+        for p in problems
+    ]
+
+
 def from_exception(error: Exception) -> CommandError:
     """The CommandError a known failure stands for; anything else is INTERNAL."""
     from gpu_cluster.infra.stack_files import StackFileError
@@ -32,17 +46,7 @@ def from_exception(error: Exception) -> CommandError:
     if isinstance(error, CommandError):
         return error
     if isinstance(error, ConfigError):
-        problems = [
-            {
-                "path": p.path,
-                "problem": p.problem,
-                "received": p.received,
-                "allowed": p.allowed,
-                "fix": p.fix,
-            }
-            for p in error.problems
-        ]
-        return CommandError(INPUT, str(error), problems)
+        return CommandError(INPUT, str(error), problem_dicts(error.problems))
     if isinstance(error, StackFileError):
         return CommandError(INPUT, str(error))
     if isinstance(error, AwsError):

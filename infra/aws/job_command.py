@@ -51,7 +51,7 @@ from gpu_cluster.infra.job_file import (
     load_job_file,
     setup_issue,
 )
-from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError
+from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError, problem_dicts
 from gpu_cluster.infra.stack_files import (
     StackFileError,
     available_stacks,
@@ -179,17 +179,7 @@ class JobRequest:
 
 
 def file_error(error: JobFileError) -> CommandError:
-    problems = [
-        {
-            "path": p.path,
-            "problem": p.problem,
-            "received": p.received,
-            "allowed": p.allowed,
-            "fix": p.fix,
-        }
-        for p in error.problems
-    ]
-    return CommandError(INPUT, str(error), problems)
+    return CommandError(INPUT, str(error), problem_dicts(error.problems))
 
 
 def job_request(flags: RunFlags) -> JobRequest:
