@@ -6,9 +6,12 @@ import os
 import stat
 from pathlib import Path
 
+import botocore_limits
 import pytest
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from gpu_cluster.infra.stack_files import load_stack_config, project_root
+
+botocore_limits.install()  # every boto3 request checked against the model's max, as AWS does
 
 # boto3 code is only ever tested against moto; make any real endpoint unreachable.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
