@@ -8,6 +8,7 @@ and last lines, and nothing starts torchrun."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from gpu_cluster.infra.workdir import PackedWorkdir, pack_workdir
 from test_boot_harness import ONE_NODE, TRAIN
 from test_boot_harness import make_node as make_node  # the fixture
 from test_jobs import booted
+from wheels import wheel
 
 BOOT = replace(TRAIN, jobs_log_group=jobs_log_group("train"))
 LISTING = "/gpu-cluster/train/jobs/pretrain\t/gpu-cluster/train/jobs/pretrain/nodes/i-0aaa"
@@ -315,3 +317,38 @@ def test_a_long_non_ascii_failure_still_fits_the_nodes_report(make_node, tmp_pat
     (failed,) = [json.loads(v) for v in values if json.loads(v)["state"] == "failed"]
     assert failed["detail"].startswith("setup failed (exit 1): ошибка")
     assert all(len(v.encode()) <= 3500 for v in values)  # SSM's standard tier: 4 KB a value
+
+
+# The AMI's Python environment (/opt/pytorch) on a Python without ensurepip (Debian's without
+# python3-venv): `-m venv` fails as it does there, `--without-pip` works
+NO_ENSUREPIP = f"""#!/bin/bash
+if [ "$1 $2" = "-m venv" ] && [[ " $* " != *" --without-pip "* ]]; then
+  echo "The virtual environment was not created successfully because ensurepip is not" >&2
+  echo "available.  On Debian/Ubuntu systems, you need to install the python3-venv package" >&2
+  exit 1
+fi
+exec {sys.executable} "$@"
+"""
+
+
+def test_a_python_without_ensurepip_still_gets_the_job_its_environment(make_node, tmp_path):
+    packed_dir = tmp_path / "src"
+    packed_dir.mkdir()
+    (packed_dir / "tinylib-1.0-py3-none-any.whl").write_bytes(wheel("tinylib", "1.0"))
+    packed = code(packed_dir, {"train.py": "print('hi')\n"})
+    setup = (
+        "pip install --no-index ./tinylib-1.0-py3-none-any.whl && "
+        "python -c 'import tinylib, yaml; print(\"imported\", tinylib.VERSION)' && "
+        'cp "$HARNESS/bin/torchrun" "$VIRTUAL_ENV/bin/torchrun"'
+    )
+    node = node_with(make_node, spec(packed, setup=setup), packed)
+    base = node.file("/opt/pytorch/bin/python3")
+    base.parent.mkdir(parents=True)
+    base.write_text(NO_ENSUREPIP)
+    base.chmod(0o755)
+    booted(node)
+    assert "[pretrain] setup: imported 1.0" in job_log(node), job_log(node)
+    venv = node.file(f"/home/{JOB_USER}/gpuc-jobs/.venvs/pretrain")
+    installed = list(venv.glob("lib/python3*/site-packages/tinylib/__init__.py"))
+    assert installed, "pip installed into the job's own environment"
+    assert [r["state"] for r in reports(node)] == ["running", "done"]

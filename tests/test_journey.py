@@ -15,11 +15,9 @@ notice's checkpoint, then the node gone and the group's replacement), the GPUs (
 from __future__ import annotations
 
 import base64
-import io
 import json
 import shlex
 import time
-import zipfile
 from pathlib import Path
 
 import boto3
@@ -33,6 +31,7 @@ from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from test_job_survival import REGION, Cluster, running, wait_for
+from wheels import wheel
 
 torch = pytest.importorskip("torch", reason="the real torchrun (pip install -e '.[test]')")
 pytestmark = test_job_survival.pytestmark  # root and iproute2: each node's own address
@@ -102,24 +101,6 @@ if rank == 0:
     event(event="finished", step=step)
 dist.destroy_process_group()
 """
-
-
-def wheel(name: str, version: str) -> bytes:
-    """A pure-Python wheel (what `pip download` leaves in a folder for offline installs)."""
-    info = f"{name}-{version}.dist-info"
-    files = {
-        f"{name}/__init__.py": f"VERSION = {version!r}\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{info}/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-    return buffer.getvalue()
 
 
 def planned(stack: str, overrides: list[tuple[str, str]]) -> Plan:

@@ -98,7 +98,15 @@ job_venv() {  # job_venv NAME SPEC DIR LOG: the job's virtualenv set up (and act
     base=python3
     [ -x "$R/opt/pytorch/bin/python3" ] && base="$R/opt/pytorch/bin/python3"
     rm -rf "$venv"
-    "$base" -m venv "$venv" || { JOB_ERROR="cannot create the job's virtualenv $venv"; return 1; }
+    # a Python without ensurepip (Debian's, without python3-venv) makes one without pip: pip
+    # then comes from the AMI's environment (the .pth below) and installs into this one
+    if ! "$base" -m venv "$venv" 2>/dev/null; then
+      rm -rf "$venv"
+      "$base" -m venv --without-pip "$venv" \
+        || { JOB_ERROR="cannot create the job's virtualenv $venv with $base"; return 1; }
+      printf '#!/bin/sh\nexec "%s/bin/python" -m pip "$@"\n' "$venv" > "$venv/bin/pip" \
+        && chmod 755 "$venv/bin/pip" && cp "$venv/bin/pip" "$venv/bin/pip3"
+    fi
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
       && "$base" -c 'import site; print("\n".join(site.getsitepackages()))' \
         > "$site/gpuc-base-environment.pth" \
