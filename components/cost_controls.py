@@ -151,7 +151,7 @@ class CostControls:
         if self.gang_timeout_minutes:
             lines.append(
                 f"all or nothing: a partial gang after {self.gang_timeout_minutes} min scales "
-                "to 0 (the alert topic says why)"
+                "to 0 (the alert topic says why)" + (bills_anyway if self.prepaid else "")
             )
         if self.budget:
             stop = ", stops the box at 100%" if self.budget.stop_at_limit else ""

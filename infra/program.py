@@ -389,14 +389,51 @@ def check_reservation(
                     )
                 ],
             ) from None
+        if isinstance(purchase, CapacityBlock):
+            block_end_unknown(spec, reservation_id, f"EC2 could not be read: {error}")
         pulumi.log.warn(f"could not check {field} {reservation_id}: {error}")
         return None
+    if isinstance(purchase, CapacityBlock) and facts.end_date is None:
+        block_end_unknown(spec, reservation_id, "EC2 gave the block no end date")
     problems = check_live_reservation(
         purchase, facts, spec.facts.instance_type, spec.availability_zone, spec.node_count
     )
     if problems:
         raise ConfigError(spec.stack, problems)
     return facts
+
+
+def block_end_unknown(spec: ResolvedCluster, reservation_id: str, why: str) -> None:
+    """A Capacity Block whose end cannot be read at `pulumi up`: the stop 30 minutes before it
+    (with_block_end) cannot be scheduled, and AWS terminates the block's instances at its end
+    while the group retries launches forever. The stack's own expiresAt is then the stop; with
+    none, nothing is created (a warning would leave the nodes without a stop)."""
+    if spec.cost_controls.expires_at is not None:
+        pulumi.log.warn(
+            f"Capacity Block {reservation_id}: its end is unknown ({why}); the nodes stop at "
+            f"expiresAt {spec.cost_controls.expires_at:%Y-%m-%d %H:%M} UTC, which must be at "
+            "least 30 minutes before the block ends"
+        )
+        return
+    raise ConfigError(
+        spec.stack,
+        [
+            Problem(
+                path="gpu-cluster:capacityBlock.id",
+                received=reservation_id,
+                problem=f"the block's end could not be read ({why}): without it the group gets "
+                "no stop 30 minutes before the block ends (AWS terminates the block's instances "
+                "then, and the group would retry launches forever)",
+                allowed="a block this caller can describe (ec2:DescribeCapacityReservations), or "
+                "expiresAt set to at least 30 minutes before the block's end",
+                fix="give the caller ec2:DescribeCapacityReservations and run `pulumi up` again, "
+                "or read the end (aws ec2 describe-capacity-reservations "
+                f"--capacity-reservation-ids {reservation_id} --query "
+                "'CapacityReservations[0].EndDate') and pulumi config set expiresAt "
+                "<30 minutes before it, e.g. 2027-01-31T11:30:00Z>",
+            )
+        ],
+    )
 
 
 # How the program reads an existing network's facts; the offline plan engine sets None.

@@ -185,7 +185,8 @@ def test_switching_purchase_option_changes_only_how_nodes_are_bought(train_plan,
     base = {r.name for r in train_plan.resources}
     assert {"train-nodes-group", "train-nodes-launch-template"} <= {r.name for r in plan.resources}
     prepaid = extra["purchaseOption"] != "spot"  # paid whether the nodes run or not
-    idle = {"train-cost-idle-scale-to-zero", "train-cost-idle-stop"}
+    # the idle stop and the gang timeout's stop right: off by default on prepaid capacity
+    idle = {"train-cost-idle-scale-to-zero", "train-cost-idle-stop", "train-gang-stop-access"}
     untouched = [
         r
         for r in train_plan.resources

@@ -77,19 +77,28 @@ def _gang_timeout(spec: StackSpec, single_box: bool, problems: list[Problem]) ->
                 fix=f"pulumi config set gangTimeoutMinutes {DEFAULT_GANG_TIMEOUT_MINUTES}",
             )
         )
+    return gang_timeout_minutes(spec, single_box)
+
+
+def gang_timeout_minutes(spec: StackSpec, single_box: bool = False) -> int:
+    """The all-or-nothing timeout the nodes get: off for a dev box or a service (no gang), and
+    off on prepaid capacity unless the stack sets gangTimeoutMinutes (as the idle stop)."""
     if single_box or spec.nodes < 2 or spec.role != "cluster":
         return 0
-    return minutes
+    if prepaid(spec) and "gang_timeout_minutes" not in spec.model_fields_set:
+        return 0
+    return spec.gang_timeout_minutes
 
 
 def prepaid(spec: StackSpec) -> bool:
-    """Capacity paid for whether nodes run or not (a Capacity Block, a reservation this stack
-    creates): stopping idle nodes saves nothing and gives up the nodes and their NVMe, so the
-    idle stop is off unless the stack turns it on."""
-    created = spec.capacity_reservation is not None and spec.capacity_reservation.create
-    return spec.purchase_option == "capacity-block" or (
-        spec.purchase_option == "capacity-reservation" and bool(created)
-    )
+    """Capacity paid for whether nodes run or not: a Capacity Block (paid when bought) and an
+    On-Demand Capacity Reservation, created by this stack or only targeted ("you are charged
+    the equivalent On-Demand rate whether you run instances in the reserved capacity or not",
+    EC2 User Guide, "Capacity Reservation pricing and billing"; a block: "Capacity Blocks
+    pricing and billing"). Stopping idle nodes or scaling a partial gang to 0 saves nothing
+    there and gives up the nodes and their NVMe, so the idle stop and the gang timeout are off
+    unless the stack turns them on (then the plan says the capacity bills anyway)."""
+    return spec.purchase_option in ("capacity-block", "capacity-reservation")
 
 
 def _idle(spec: StackSpec, single_box: bool, problems: list[Problem]) -> IdleStop | None:
