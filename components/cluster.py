@@ -278,6 +278,7 @@ class GpuCluster(pulumi.ComponentResource):
                 public_ip=args.public_ip,
                 container_network=args.container_network,
                 scale_to_zero=args.cost_controls.idle_stop is not None,
+                file_system_id=self.lustre.file_system.id if self.lustre else "",
                 tags={**args.tags, CLUSTER_TAG: name},
             ),
             child,

@@ -88,6 +88,8 @@ class GpuNodeGroupArgs:
     public_ip: bool = False
     container_network: str = "host"  # "bridge": containers need a second IMDS hop
     scale_to_zero: bool = False  # the idle stop may set the group to 0 nodes
+    # the FSx for Lustre file system the nodes mount ("" for none): nodes go with it
+    file_system_id: pulumi.Input[str] = ""
     # the user's own groups on every interface too (an existing network's network.securityGroupIds)
     extra_security_group_ids: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
@@ -104,7 +106,28 @@ GROUP_TIMEOUTS = pulumi.CustomTimeouts(create="30m", update="45m", delete="45m")
 # created reservation (a delete-first reservation replacement drains them before the old
 # reservation is cancelled and the new one is created: capacity and quota are never needed
 # for both).
-GROUP_REPLACE_ON_CHANGES = ["vpcZoneIdentifiers", "capacityReservationSpecification"]
+# A new launch template (one that replaces the old: template_trigger) replaces the group too.
+GROUP_REPLACE_ON_CHANGES = [
+    "vpcZoneIdentifiers",
+    "capacityReservationSpecification",
+    "launchTemplate.id",
+    "mixedInstancesPolicy.launchTemplate.launchTemplateSpecification.launchTemplateId",
+]
+
+
+def template_trigger(single: bool, parts: list) -> str:
+    """The launch template's replacementTrigger: what every node launched from it shares and a
+    running node cannot change - the file system it mounts (its user data names it; a running
+    node never gets a new version), and for the dev box also its architecture (the AMI is per
+    architecture), placement group and NIC layout, which a stop and start cannot change. A new
+    template means new nodes: the dev box's launchTemplate.id is ForceNew (ec2_instance.go) and
+    the group replaces on it (GROUP_REPLACE_ON_CHANGES). The group's own trigger keeps the rest
+    (type, subnet, NIC layout, purchase); the dev box has none: its type changes in place.
+
+    A template registered before this trigger existed has none in its state, and the engine
+    never replaces for a trigger that was null (step_generator.go shouldTriggerReplace), so an
+    upgrade replaces nothing; "" (no file system) is a value, so adding or removing FSx does."""
+    return "/".join(str(part) for part in parts) if single else str(parts[-1])
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
@@ -167,7 +190,15 @@ class GpuNodeGroup(pulumi.ComponentResource):
             user_data=encoded_user_data(args.user_data),
             tag_specifications=tag_specifications(args.tags),
             tags=template_tags(args.tags, args.container_network),
-            opts=child,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                replacement_trigger=pulumi.Output.all(
+                    args.facts.architecture,
+                    self.placement_group.name if self.placement_group else "",
+                    nic_signature(self.nic_slots),
+                    args.file_system_id,
+                ).apply(lambda parts: template_trigger(single, parts)),
+            ),
         )
         # The group names the exact version: a new version updates the group in place (no
         # instance refresh is configured), so only nodes launched afterwards use it, and
@@ -189,7 +220,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ).apply(lambda parts: "/".join(str(part) for part in parts)),
         )
         if single:
-            self.instance = self._single_instance(name, args, template, replace_when)
+            # No replacementTrigger: the type changes in place (stop, modify, start: the root
+            # disk stays); a new zone replaces the box through availabilityZone, and what a
+            # stop and start cannot change through a new template (template_trigger).
+            box = pulumi.ResourceOptions(
+                parent=self, depends_on=args.boot_dependencies, delete_before_replace=True
+            )
+            self.instance = self._single_instance(name, args, template, box)
             self.instance_ids = pulumi.Output.all(self.instance.id)
             self.private_ips = pulumi.Output.all(self.instance.private_ip)
             self.group_name: pulumi.Output[str] | None = None

@@ -85,19 +85,60 @@ def test_another_zone_replaces_subnets_and_with_them_the_nodes(capsys):
     assert changes["nodes-group"]["change"] == "replace"
 
 
-def test_the_dev_box_is_replaced_for_a_new_type_and_says_what_is_lost(capsys):
-    """Its type is in its replacementTrigger (components/node_group.py)."""
-    changes = by_role(diff(capsys, "--stack", "dev", "--set", "instanceType=g5.2xlarge"))
+def test_a_new_dev_box_type_is_a_stop_and_start_that_keeps_the_root_disk(capsys):
+    """The provider changes instance_type in place: stop, ModifyInstanceAttribute, start
+    (terraform-provider-aws ec2_instance.go resourceInstanceUpdate); nothing replaces the box."""
+    document = diff(capsys, "--stack", "dev", "--set", "instanceType=g5.2xlarge")
+    changes = by_role(document)
     box = changes["nodes-node-0"]
-    assert box["change"] == "replace" and box["inputs"]["instanceType"]["after"] == "g5.2xlarge"
+    assert box["change"] == "update" and box["inputs"]["instanceType"]["after"] == "g5.2xlarge"
+    assert "stopped, changed (ModifyInstanceAttribute) and started" in box["impact"][0]
+    assert "root disk and its files stay" in box["impact"][0]
+    assert changes["nodes-launch-template"]["change"] == "update"
+    assert document["summary"]["replace"] == 0
+    assert document["runningJobs"] == {"interrupted": True, "lost": []}
+
+
+def test_a_dev_box_type_of_another_architecture_replaces_the_box(capsys):
+    """An arm64 type needs an arm64 AMI, which a stop and start cannot change: the template's
+    replacementTrigger holds the architecture, and launchTemplate.id is ForceNew."""
+    changes = by_role(diff(capsys, "--stack", "dev", "--set", "instanceType=g5g.xlarge"))
+    assert changes["nodes-launch-template"]["change"] == "replace"
+    box = changes["nodes-node-0"]
+    assert box["change"] == "replace" and box["deleteBeforeReplace"] is True
     assert "root disk and NVMe are lost" in box["impact"][0]
+
+
+def test_a_dev_box_deployed_with_its_type_in_a_trigger_is_not_replaced_by_the_upgrade(
+    capsys, tmp_path
+):
+    """A state from before this version: the box's trigger held its type, the template had
+    none. A null trigger on either side never replaces (step_generator.go
+    shouldTriggerReplace), so upgrading replaces nothing."""
+    assert cli.main(["plan", "--stack", "dev", "--json"]) == OK
+    document = json.loads(capsys.readouterr().out)
+    for step in document["steps"]:
+        state = step["newState"]
+        if state["type"] == "aws:ec2/instance:Instance":
+            state["replacementTrigger"] = (
+                "g5.xlarge/subnet-0123456789abcdef0//0.0:interface/on-demand"
+            )
+        if state["type"] == TEMPLATE:
+            state.pop("replacementTrigger", None)
+    saved = tmp_path / "old.json"
+    saved.write_text(json.dumps(document))
+    assert diff(capsys, "--from", str(saved), "--stack", "dev")["changes"] == []
+    changes = by_role(
+        diff(capsys, "--from", str(saved), "--stack", "dev", "--set", "instanceType=g5.2xlarge")
+    )
+    assert changes["nodes-node-0"]["change"] == "update"
 
 
 def test_an_instance_stopped_and_started_in_place_is_called_out():
     from gpu_cluster.infra.diff.model import INSTANCE, Change, node_impact
 
     change = Change(INSTANCE, "box", "update", {"userData": ("a", "b")})
-    assert "stopped and started" in node_impact(change)[0]
+    assert "stopped, changed (ModifyInstanceAttribute) and started" in node_impact(change)[0]
     assert node_impact(Change(INSTANCE, "box", "update", {"tags.team": ("a", "b")})) == []
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_cluster.infra.diff.collisions import Collision, collisions
-from gpu_cluster.infra.diff.model import Change, diff_plans, shown, summary
+from gpu_cluster.infra.diff.model import Change, diff_plans, running_jobs, shown, summary
 from gpu_cluster.infra.outcome import FINDINGS, INPUT, OK, USAGE, CommandError, from_exception
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.engine import Plan, PlannedResource, run_plan
@@ -150,11 +150,13 @@ def render_text(title: str, changes: list[Change], before: dict, after: dict) ->
         f"{_money(after['usdPerHour'])}/h{_prepaid(after)}, "
         f"{_money(before['usdPerMonth'], 0)}/month -> {_money(after['usdPerMonth'], 0)}/month",
     ]
-    interrupting = [c for c in changes if c.impact and c.kind in ("replace", "remove", "update")]
-    if any("stops" in i or "terminated" in i for c in interrupting for i in c.impact):
+    interrupted, lost = running_jobs(changes)
+    if interrupted:
         lines.append("Running jobs: interrupted by this change (see ! lines)")
     else:
         lines.append("Running jobs: not interrupted")
+    if lost:
+        lines.append(f"Lost: {'; '.join(lost)}")
     return "\n".join(lines)
 
 
@@ -193,6 +195,7 @@ def run_diff(
             "before": totals(before),
             "after": totals(after),
             "summary": summary(changes),
+            "runningJobs": dict(zip(("interrupted", "lost"), running_jobs(changes), strict=True)),
             "changes": [change_json(c) for c in changes],
             "applies": not found,
             "cannotApply": [collision_json(c) for c in found],

@@ -13,15 +13,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_cluster.components.lustre import LINKED_FOLDERS
+from gpu_cluster.components.user_data import LUSTRE_MOUNT
 from gpu_cluster.infra.diff.replace_rules import REPLACE_ON_CHANGE, REPLACE_WHEN
 from gpu_cluster.infra.plan.engine import STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
 
 GROUP = "aws:autoscaling/group:Group"
 INSTANCE = "aws:ec2/instance:Instance"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 # What a node's replacementTrigger takes computed values from (components/node_group.py: the
-# subnet id and the placement group name). A trigger with a value unknown until `up` changes
-# when one of these is replaced - and the engine then replaces the nodes.
+# subnet id, the placement group name, the file system id). A trigger with a value unknown until
+# `up` changes when one of these is replaced - and the engine then replaces the nodes. Used for a
+# plan without states (a saved one); a planned one says which ids a trigger holds.
 # Template inputs that are also in a group's replacementTrigger (type, NIC layout, placement,
 # how nodes are bought): compared here too, for plans where the trigger is known only after up.
 NODE_BUILD = (
@@ -33,6 +37,7 @@ NODE_BUILD = (
 TRIGGER_SOURCES = (
     "aws:ec2/subnet:Subnet",
     "aws:ec2/placementGroup:PlacementGroup",
+    LUSTRE,
 )
 
 
@@ -115,8 +120,29 @@ def covered(path: str, properties: tuple[str, ...] | list[str]) -> bool:
 
 def replaces_with(resource: PlannedResource, prop: str) -> bool:
     """A change of this input replaces the resource: the provider's ForceNew or the resource's
-    own replaceOnChanges."""
-    return covered(prop, (*REPLACE_ON_CHANGE.get(resource.type, ()), *resource.replace_on_changes))
+    own replaceOnChanges - also one on a path inside it (``launchTemplate.id``): the engine
+    makes the whole input taken from a replaced resource unknown, and an unknown value matches
+    every path inside it (step_generator.go calculateDependentReplacements; the diff of an
+    unknown property)."""
+    rules = (*REPLACE_ON_CHANGE.get(resource.type, ()), *resource.replace_on_changes)
+    return covered(prop, rules) or any(r.startswith((f"{prop}.", f"{prop}[")) for r in rules)
+
+
+def trigger_changed(old: Any, new: Any) -> bool:
+    """pulumi/pulumi pkg/resource/deploy/step_generator.go shouldTriggerReplace: an unknown
+    trigger always replaces (here: not compared; _propagate decides from what it takes), and a
+    null one - none registered, or none in the state - never does; otherwise a different value
+    replaces."""
+    if old is None or new is None or UNKNOWN_TEXT in (old, new):
+        return False
+    return old != new
+
+
+def generated_identifiers(state: dict[str, Any], inputs: dict[str, Any]) -> set[str]:
+    """The id and name AWS or Pulumi gives a resource, which a replacement changes (a name the
+    program sets stays the same)."""
+    values = (state.get("id"), state.get("name"))
+    return {v for v in values if isinstance(v, str) and len(v) >= 8 and v not in inputs.values()}
 
 
 def diff_plans(before: Plan, after: Plan) -> list[Change]:
@@ -137,10 +163,10 @@ def diff_plans(before: Plan, after: Plan) -> list[Change]:
         changed = changed_inputs(
             _normalized(a.inputs, old_cluster), _normalized(b.inputs, new_cluster)
         )
-        triggers = (a.replacement_trigger, b.replacement_trigger)
-        trigger_changed = UNKNOWN_TEXT not in triggers and _normalized(
-            triggers[0], old_cluster
-        ) != _normalized(triggers[1], new_cluster)
+        triggered = trigger_changed(
+            _normalized(a.replacement_trigger, old_cluster),
+            _normalized(b.replacement_trigger, new_cluster),
+        )
         changed = {p: v for p, v in changed.items() if not covered(p, b.ignore_changes)}
         conditional = REPLACE_WHEN.get(type_, {})
         forcing = sorted(
@@ -151,35 +177,54 @@ def diff_plans(before: Plan, after: Plan) -> list[Change]:
                 or (p in conditional and conditional[p](was, now))
             }
         )
-        if forcing or trigger_changed:
+        if forcing or triggered:
             reasons = [f"{p} cannot change in place" for p in forcing]
-            if trigger_changed:
+            if triggered:
                 reasons.append("its replacementTrigger changed (what a running node cannot change)")
             changes[key] = Change(type_, name, "replace", changed, reasons)
         elif changed:
             changes[key] = Change(type_, name, "update", changed)
-    _propagate(changes, new)
+    _propagate(changes, new, after.states)
     for key, change in changes.items():
         change.delete_before_replace = key in new and new[key].delete_before_replace
         change.impact = node_impact(change)
     return list(changes.values())
 
 
+def _trigger_takes(
+    resource: PlannedResource, source: PlannedResource, states: dict[str, dict[str, Any]]
+) -> bool:
+    """Whether the resource's replacementTrigger holds an id or name of ``source``."""
+    if not states:  # a saved plan: by dependency, for the kinds the program puts in triggers
+        return source.urn in resource.dependencies and source.type in TRIGGER_SOURCES
+    text = json.dumps(resource.replacement_trigger, default=str)
+    found = generated_identifiers(states.get(source.urn, {}), source.inputs)
+    return any(identifier in text for identifier in found)
+
+
 def _propagate(
-    changes: dict[tuple[str, str], Change], new: dict[tuple[str, str], PlannedResource]
+    changes: dict[tuple[str, str], Change],
+    new: dict[tuple[str, str], PlannedResource],
+    states: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """A replaced resource gets a new id: what takes a replace-on-change input from it is
-    replaced too, anything else taking an input from it is updated. An updated launch
-    template gets a new version, which its group or instance takes."""
+    replaced too, anything else taking an input from it is updated, and a replacementTrigger
+    holding its id or name changes. An updated launch template gets a new version, which its
+    group or instance takes."""
     by_urn = {r.urn: key for key, r in new.items()}
     moved = True
     while moved:
         moved = False
         for key, resource in new.items():
             if resource.replacement_trigger is not None:
-                for urn in resource.dependencies:
-                    source = changes.get(by_urn.get(urn, ("", "")))
-                    if source and source.kind == "replace" and source.type in TRIGGER_SOURCES:
+                for source_key, source in list(changes.items()):
+                    planned = new.get(source_key)
+                    if (
+                        source.kind == "replace"
+                        and planned is not None
+                        and planned.urn != resource.urn
+                        and _trigger_takes(resource, planned, states or {})
+                    ):
                         why = f"its replacementTrigger takes {source.role}'s id, which is replaced"
                         moved = _apply(changes, key, "replace", why) or moved
             for prop, urns in resource.property_dependencies.items():
@@ -267,9 +312,11 @@ def node_impact(change: Change) -> list[str]:
         keys = {top_level(p) for p in change.changed}
         stop_start = [k for k in ("instanceType", "userData", "userDataBase64") if k in keys]
         if stop_start:
+            # ec2_instance.go resourceInstanceUpdate -> modifyInstanceAttributeWithStopStart
             return [
-                f"{', '.join(stop_start)}: the box is stopped and started - a running job stops "
-                "and NVMe scratch is wiped; the root disk stays"
+                f"{', '.join(stop_start)}: the box is stopped, changed (ModifyInstanceAttribute) "
+                "and started again - a running job stops and NVMe scratch is wiped; the root "
+                "disk and its files stay"
             ]
         if any("new version" in r for r in change.reasons):
             return [
@@ -279,17 +326,48 @@ def node_impact(change: Change) -> list[str]:
         return []
     if change.type == LAUNCH_TEMPLATE and change.kind == "update":
         return ["a new template version: reaches nodes launched from now on only"]
-    if change.type == "aws:fsx/lustreFileSystem:LustreFileSystem" and change.kind in (
-        "replace",
-        "remove",
-    ):
-        return ["the Lustre file system is deleted: files not exported to the bucket are lost"]
+    if change.type == LUSTRE and change.kind in ("replace", "remove"):
+        return [lustre_loss(change.kind)]
     if change.type == "aws:ec2/capacityReservation:CapacityReservation" and change.kind in (
         "replace",
         "remove",
     ):
         return ["the reservation is cancelled: its capacity is released to others"]
     return []
+
+
+def lustre_loss(kind: str) -> str:
+    """What deleting the file system loses, from how components/lustre.py links it to the
+    bucket: folders with automatic export write new and changed files back; the others are
+    import only, and nothing outside the linked folders is in the bucket."""
+    exported = [f"{LUSTRE_MOUNT}/{f}" for f, out in LINKED_FOLDERS.items() if out]
+    imported = [f"{LUSTRE_MOUNT}/{f}" for f, out in LINKED_FOLDERS.items() if not out]
+    what = (
+        "the Lustre file system is deleted at the end of the update, after a new, empty one is "
+        "created"
+        if kind == "replace"
+        else "the Lustre file system is deleted at the end of the update"
+    )
+    return (
+        f"{what}: files not exported to the bucket are lost - everything in "
+        f"{', '.join(imported)} (import only) and outside the linked folders, and writes to "
+        f"{', '.join(exported)} not yet exported (automatic export copies new and changed "
+        "files to the bucket)"
+    )
+
+
+def running_jobs(changes: list[Change]) -> tuple[bool, list[str]]:
+    """Whether a running job is interrupted, and what it loses that the bucket does not keep."""
+    impacts = [i for c in changes if c.kind in ("replace", "remove", "update") for i in c.impact]
+    interrupted = any("stops" in i or "terminated" in i for i in impacts)
+    lost = []
+    if any(c.type == LUSTRE and c.kind in ("replace", "remove") for c in changes):
+        lost.append("what is on the Lustre file system and not exported to the bucket")
+    if any(c.type in (GROUP, INSTANCE) and c.kind in ("replace", "remove") for c in changes):
+        lost.append("the nodes' NVMe scratch")
+    if any(c.type == INSTANCE and c.kind in ("replace", "remove") for c in changes):
+        lost.append("the dev box's root disk")
+    return interrupted, lost
 
 
 def summary(changes: list[Change]) -> dict[str, int]:

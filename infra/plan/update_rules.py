@@ -50,6 +50,28 @@ def _waits_for_capacity(r: PlannedResource) -> bool:
     return r.inputs.get("waitForCapacityTimeout") != "0"
 
 
+def _replaced_for_its_type(r: PlannedResource) -> bool:
+    trigger = r.replacement_trigger
+    type_ = r.inputs.get("instanceType")
+    in_trigger = isinstance(trigger, str) and bool(type_) and type_ in trigger.split("/")
+    return "instanceType" in r.replace_on_changes or in_trigger
+
+
+# A replaced template (components/node_group.py template_trigger: the file system the nodes
+# mount changed) must replace the group, or its running nodes stay on the old one.
+NEW_TEMPLATE_PATHS = (
+    "launchTemplate.id",
+    "mixedInstancesPolicy.launchTemplate.launchTemplateSpecification.launchTemplateId",
+)
+
+
+def _keeps_nodes_of_a_replaced_template(r: PlannedResource) -> bool:
+    # the cluster's node groups (a replacementTrigger: what running nodes cannot change); the
+    # inference group's template has no trigger and is never replaced
+    nodes = r.replacement_trigger is not None
+    return nodes and not set(NEW_TEMPLATE_PATHS) <= set(r.replace_on_changes)
+
+
 RULES = (
     UpdateRule(
         "aws:ec2/instance:Instance",
@@ -79,6 +101,24 @@ RULES = (
         "a create-first replacement of an interface endpoint with private DNS fails while the "
         "old one holds the service's private DNS name; replace it delete-first",
         "EC2 API CreateVpcEndpoint (private DNS conflict); step_generator.go",
+    ),
+    UpdateRule(
+        "aws:ec2/instance:Instance",
+        _replaced_for_its_type,
+        "a new instanceType would replace the box and lose its root disk, while the provider "
+        "changes it in place (stop, ModifyInstanceAttribute, start); keep the type out of its "
+        "replaceOnChanges and replacementTrigger",
+        "terraform-provider-aws ec2_instance.go: resourceInstanceUpdate, "
+        "modifyInstanceAttributeWithStopStart (instance_type is not ForceNew)",
+    ),
+    UpdateRule(
+        "aws:autoscaling/group:Group",
+        _keeps_nodes_of_a_replaced_template,
+        "a replaced launch template (the file system the nodes mount was replaced) would only "
+        "update the group: its running nodes keep mounting a file system deleted at the end of "
+        f"the update; replace the group on {' and '.join(NEW_TEMPLATE_PATHS)}",
+        "step_generator.go (replaceOnChanges; deletes after every create); autoscaling/group.go "
+        "(launch_template is not ForceNew)",
     ),
     UpdateRule(
         "aws:autoscaling/group:Group",
