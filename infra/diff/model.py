@@ -246,7 +246,9 @@ def _inherited(
         return kind, f"{prop} comes from {upstream}, which is replaced"
     if source.type == LAUNCH_TEMPLATE and source.kind == "update":
         rebuilt = sorted({top_level(p) for p in source.changed} & set(NODE_BUILD))
-        if type_ == GROUP and rebuilt:
+        # only a group whose replacementTrigger holds how its nodes are built (the cluster's);
+        # any other group (the inference service's) takes the new version in place
+        if type_ == GROUP and rebuilt and resource.replacement_trigger is not None:
             return "replace", f"how its nodes are built changed in {upstream}: {', '.join(rebuilt)}"
         return "update", f"takes the new version of {upstream}"
     return None, ""
