@@ -195,7 +195,8 @@ def test_a_node_ssm_cannot_reach_means_nothing_is_started(monkeypatch):
 def test_a_failed_send_leaves_no_job_behind(monkeypatch):
     from gpu_cluster.infra.errors import AwsError
 
-    ec2, ssm, stub = stubbed_run(monkeypatch, ["i-01"], online=["i-01"])
+    node = "i-0123456789abcdef0"  # an id SendCommand takes (its model's pattern)
+    ec2, ssm, stub = stubbed_run(monkeypatch, [node], online=[node])
     stub.add_response("put_parameter", {"Version": 1})
     stub.add_client_error("send_command", "AccessDeniedException")
     stub.add_response("delete_parameter", {}, {"Name": job_parameter("train", "pretrain")})

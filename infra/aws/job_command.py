@@ -311,7 +311,7 @@ def command_run(
     present = code_in_bucket(ssm, s3, cluster, stack, packed) if packed is not None else None
     key = cluster_key_alias(cluster)
     try:
-        spec, nodes, command_id = run_job(
+        spec, nodes, command_ids = run_job(
             ec2, ssm, region, stack, cluster, key, request.name, request.command,
             request.max_restarts, request.env, **code_arguments(packed, request.setup, image, s3),
         )  # fmt: skip
@@ -325,7 +325,7 @@ def command_run(
     if watch_seconds > 0:
         if not as_json:
             print(f"watching the start for {watch_seconds:g} s (--watch 0 skips)", file=sys.stderr)
-        check = watch_start(ssm, cluster, spec, command_id, nodes, watch_seconds)
+        check = watch_start(ssm, cluster, spec, command_ids, nodes, watch_seconds)
         if check.all_failed(len(nodes)):
             # nothing half-started: no node that joins later starts a job that cannot run
             store_spec(ssm, cluster, key, dataclasses.replace(spec, state=FAILED))
@@ -335,7 +335,8 @@ def command_run(
             "job": name,
             "stack": stack,
             "nodes": nodes,
-            "commandId": command_id,
+            "commandId": command_ids[0],  # the first batch's (one per 50 nodes: commandIds)
+            "commandIds": command_ids,
             "spec": json.loads(spec.to_json()),
         }
         if code:
@@ -349,7 +350,7 @@ def command_run(
         return OK
     print(
         f"job '{name}' started on {len(nodes)} node(s) of stack '{stack}' ({', '.join(nodes)}); "
-        f"SSM command {command_id}"
+        f"SSM command{'s' if len(command_ids) > 1 else ''} {', '.join(command_ids)}"
     )
     if check is not None and (check.failed or check.not_started):
         # some nodes failed at once, the others run on (elastic): say which

@@ -36,6 +36,11 @@ from gpu_cluster.components.jobs import (
     workdir_key,
 )
 from gpu_cluster.infra.aws import call, client, paginate
+from gpu_cluster.infra.aws.batches import (
+    INSTANCE_INFORMATION_FILTER_VALUES,
+    SEND_COMMAND_INSTANCE_IDS,
+    chunks,
+)
 from gpu_cluster.infra.aws.status import Node, list_nodes
 from gpu_cluster.infra.aws.workdir import upload_workdir
 from gpu_cluster.infra.errors import AwsError
@@ -247,16 +252,19 @@ def existing_job(ssm: Any, cluster: str, name: str) -> JobSpec | None:
 
 
 def unreachable(ssm: Any, instance_ids: list[str]) -> list[str] | None:
-    """The nodes SSM cannot run a command on (None when this endpoint cannot tell)."""
+    """The nodes SSM cannot run a command on (None when this endpoint cannot tell); asked
+    about INSTANCE_INFORMATION_FILTER_VALUES nodes at a time."""
+    online: set[str] = set()
     try:
-        listed = paginate(
-            ssm,
-            "ssm",
-            "DescribeInstanceInformation",
-            "InstanceInformationList",
-            Filters=[{"Key": "InstanceIds", "Values": instance_ids}],
-        )
-        online = {i["InstanceId"] for i in listed if i.get("PingStatus") == "Online"}
+        for batch in chunks(instance_ids, INSTANCE_INFORMATION_FILTER_VALUES):
+            listed = paginate(
+                ssm,
+                "ssm",
+                "DescribeInstanceInformation",
+                "InstanceInformationList",
+                Filters=[{"Key": "InstanceIds", "Values": batch}],
+            )
+            online |= {i["InstanceId"] for i in listed if i.get("PingStatus") == "Online"}
     except NotImplementedError:  # moto's in-process mock has no such API
         return None
     except AwsError as error:
@@ -272,12 +280,16 @@ def emulator_lacks(error: AwsError) -> bool:
     return error.code == "ResponseParserError" or (error.code.isdigit() and "<html" in str(error))
 
 
-def failed_starts(ssm: Any, command_id: str) -> dict[str, str]:
-    """Nodes whose start command ended other than Success, with its output ({} when this
-    endpoint cannot tell)."""
+def failed_starts(ssm: Any, command_ids: str | list[str]) -> dict[str, str]:
+    """Nodes whose start command (one per batch of nodes) ended other than Success, with its
+    output ({} when this endpoint cannot tell)."""
+    if isinstance(command_ids, str):
+        command_ids = [command_ids]
     try:
-        invocations = list(
-            paginate(
+        invocations = [
+            invocation
+            for command_id in command_ids
+            for invocation in paginate(
                 ssm,
                 "ssm",
                 "ListCommandInvocations",
@@ -285,7 +297,7 @@ def failed_starts(ssm: Any, command_id: str) -> dict[str, str]:
                 CommandId=command_id,
                 Details=True,
             )
-        )
+        ]
     except NotImplementedError:  # moto's in-process mock
         return {}
     except AwsError as error:
@@ -327,7 +339,8 @@ def tell_nodes(
     **extra: Any,
 ) -> dict[str, Any]:
     """`gpu-cluster-jobs VERB NAME` on each node, through SSM Run Command (``comment``: the
-    gpuc command that sent it; ``parameters``: the document's others)."""
+    gpuc command that sent it; ``parameters``: the document's others). One request: at most
+    SEND_COMMAND_INSTANCE_IDS nodes (tell_in_batches sends more)."""
     commands = {"commands": [f"{JOB_COMMAND} {verb} {shlex.quote(name)}"]}
     parameters = {**commands, **(parameters or {})}
     return call(
@@ -340,6 +353,29 @@ def tell_nodes(
         Parameters=parameters,
         **extra,
     )
+
+
+def tell_in_batches(
+    ssm: Any, ids: list[str], verb: str, name: str, comment: str, **options: Any
+) -> tuple[list[str], list[str], dict[str, AwsError]]:
+    """tell_nodes in batches of SEND_COMMAND_INSTANCE_IDS: (command ids, nodes told, the
+    error of each batch that failed by its first node). ``options``: tell_nodes' own; with
+    ``stop_at_failure`` no batch is sent after one failed."""
+    stop_at_failure = options.pop("stop_at_failure", False)
+    command_ids: list[str] = []
+    told: list[str] = []
+    failed: dict[str, AwsError] = {}
+    for batch in chunks(ids, SEND_COMMAND_INSTANCE_IDS):
+        try:
+            sent = tell_nodes(ssm, batch, verb, name, comment, **options)
+        except AwsError as error:
+            failed[batch[0]] = error
+            if stop_at_failure:
+                break
+            continue
+        command_ids.append(sent["Command"]["CommandId"])
+        told += batch
+    return command_ids, told, failed
 
 
 def run_job(
@@ -359,8 +395,9 @@ def run_job(
     setup: str = "",
     image: str = "",
     s3: Any = None,
-) -> tuple[JobSpec, list[str], str]:
-    """Store the spec, then start it on every running node: (spec, node ids, command id).
+) -> tuple[JobSpec, list[str], list[str]]:
+    """Store the spec, then start it on every running node: (spec, node ids, the command ids,
+    one per batch of SEND_COMMAND_INSTANCE_IDS nodes).
     ``workdir``: the job's code, uploaded (once: content-addressed) to the stack's bucket
     after every other check passed; ``setup``, ``image``: see JobSpec."""
     check_name(name)
@@ -411,21 +448,36 @@ def run_job(
     store_spec(
         ssm, cluster, key_alias, spec, Description=f"gpu-cluster job {name} of stack {stack}"
     )
-    try:
-        sent = tell_nodes(
-            ssm,
-            ids,
-            "start",
-            name,
-            "gpuc run",
-            TimeoutSeconds=SEND_TIMEOUT_SECONDS,
-            parameters={"executionTimeout": [str(SEND_TIMEOUT_SECONDS)]},
-        )
-    except AwsError:
-        # nothing half-started: a later node must not find a job that never ran
+    command_ids, told, failed = tell_in_batches(
+        ssm,
+        ids,
+        "start",
+        name,
+        "gpuc run",
+        TimeoutSeconds=SEND_TIMEOUT_SECONDS,
+        parameters={"executionTimeout": [str(SEND_TIMEOUT_SECONDS)]},
+        stop_at_failure=True,
+    )
+    if failed:
+        (error,) = failed.values()
+        # nothing half-started: a later node must not find a job that never ran, and the
+        # batches already sent are stopped
         call(ssm, "ssm", "DeleteParameter", Name=job_parameter(cluster, name))
-        raise
-    return spec, ids, sent["Command"]["CommandId"]
+        if not told:
+            raise error
+        _, _, not_stopped = tell_in_batches(ssm, told, "stop", name, "gpuc run")
+        undone = (
+            "they were told to stop it; nothing was left running"
+            if not not_stopped
+            else "telling them to stop it failed too ("
+            + "; ".join(str(e) for e in not_stopped.values())
+            + f"): run gpuc cancel --stack {stack} --job {name}"
+        )
+        raise AwsError(
+            f"{error} The job reached {len(told)} of {len(ids)} node(s) before this; {undone}",
+            error.code,
+        ) from error
+    return spec, ids, command_ids
 
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -500,7 +552,7 @@ def watch_start(
     ssm: Any,
     cluster: str,
     spec: JobSpec,
-    command_id: str,
+    command_ids: str | list[str],
     ids: list[str],
     seconds: float = START_WATCH_SECONDS,
     sleep=None,
@@ -512,7 +564,7 @@ def watch_start(
     clock = clock or time.monotonic
     deadline = clock() + seconds
     while True:
-        not_started = failed_starts(ssm, command_id)
+        not_started = failed_starts(ssm, command_ids)
         reports = node_reports(ssm, cluster, spec)
         failed = {
             node: report.get("detail") or "failed"
@@ -577,8 +629,21 @@ def cancel_job(
         raise JobError(f"stack '{stack}' has no job named '{name}' (gpuc jobs --stack {stack})", 3)
     store_spec(ssm, cluster, key_alias, dataclasses.replace(current, state=CANCELLED))
     ids = [n.instance_id for n in stack_nodes(ec2, region, stack)]
-    if ids:
-        tell_nodes(ssm, ids, "stop", name, "gpuc cancel")
+    _, _, failed = tell_in_batches(ssm, ids, "stop", name, "gpuc cancel")
+    if failed:
+        missed = [
+            node
+            for batch in chunks(ids, SEND_COMMAND_INSTANCE_IDS)
+            if batch[0] in failed
+            for node in batch
+        ]
+        first = next(iter(failed.values()))
+        raise AwsError(
+            f"job '{name}' is cancelled (no node starts it again), but the stop did not reach "
+            f"{len(missed)} of {len(ids)} node(s) ({', '.join(missed)}): {first} Run gpuc "
+            f"cancel --stack {stack} --job {name} again to stop it there",
+            first.code,
+        )
     return ids
 
 
