@@ -9,6 +9,10 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from gpu_cluster.infra.versions import require_supported_pulumi  # noqa: E402
+
+require_supported_pulumi()  # an SDK or CLI too old for the program: a message, nothing made
+
 from gpu_cluster.infra.program import main  # noqa: E402
 
 main()

@@ -30,6 +30,7 @@ from gpu_cluster.infra.errors import ConfigError, Problem
 from gpu_cluster.infra.network_check import with_network_facts, with_subnet_zone
 from gpu_cluster.infra.spec import PROJECT, StackSpec, StrictModel
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
+from gpu_cluster.infra.versions import require_supported_pulumi
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -168,6 +169,7 @@ def _restore(value: Any, inputs: Mapping[str, pulumi.Output]) -> Any:
 def resolve(component: str, role: str, name: str, region: str | None, settings: Mapping[str, Any]):
     """The resolved spec, with each stand-in replaced by its input again; ArgumentError when
     anything is wrong (the network and a reservation are checked as the program checks them)."""
+    require_supported_pulumi()  # as infra/__main__.py: an SDK or CLI too old is a message
     config, inputs = stack_config(role, name, region, settings)
     plain = [p.removeprefix("plain:") for p in inputs if p.startswith("plain:")]
     if plain:

@@ -79,8 +79,19 @@ class Plan:
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, keeping what the engine would receive for each resource."""
 
-    def __init__(self, mocks: pulumi.runtime.Mocks, preview: bool = False) -> None:
+    def __init__(
+        self,
+        mocks: pulumi.runtime.Mocks,
+        preview: bool = False,
+        project: str | None = None,
+        stack: str | None = None,
+    ) -> None:
         super().__init__(mocks)
+        # The SDK before 3.225 calls the monitor from executor threads without the program's
+        # context (pulumi#22017 added wrap_with_context there), where get_stack() and
+        # get_project() answer their defaults "stack" and "project": keep the plan's own.
+        self.project = project
+        self.stack = stack
         self.planned: list[PlannedResource] = []
         # As `pulumi preview`: what AWS computes on create (ids, ARNs, names, addresses) is
         # unknown, so inputs that use it show as output<string>.
@@ -93,7 +104,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         qualified = parent.split("::")[2] if parent else ""
         if qualified and qualified != STACK_TYPE:
             type_ = f"{qualified}${type_}"
-        return "urn:pulumi:" + "::".join([pulumi.get_stack(), pulumi.get_project(), type_, name])
+        stack = self.stack or pulumi.get_stack()
+        return "urn:pulumi:" + "::".join([stack, self.project or pulumi.get_project(), type_, name])
 
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
@@ -165,11 +177,18 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 },
                 replacement_trigger=(
                     placeholders(json_format.MessageToDict(request.replacement_trigger))
-                    if request.HasField("replacement_trigger")
+                    if has_field(request, "replacement_trigger")
                     else None
                 ),
             )
         )
+
+
+def has_field(request: Any, name: str) -> bool:
+    """Set in the request; False where the SDK's protocol has no such field (replacement_trigger
+    is in pulumi's protos from 3.208), so an SDK too old for the program still gets as far as
+    infra/versions.py's message instead of failing on the root stack's registration."""
+    return name in request.DESCRIPTOR.fields_by_name and request.HasField(name)
 
 
 def whole_numbers(value: Any) -> Any:
@@ -253,7 +272,7 @@ def run_plan(
     ``reservation_lookup`` or ``network_lookup`` is given."""
     region = config.get("aws:region", "us-east-1")
     mocks = PlanMocks(region, load_catalog().zones(region))
-    monitor = RecordingMonitor(mocks, preview)
+    monitor = RecordingMonitor(mocks, preview, project=project, stack=stack)
     set_all_config(dict(config), list(secret_keys or []))  # as the CLI's --secret keys
     ROOT.set(None)  # a fresh root Stack per plan: no outputs or parents leak between runs
     SETTINGS.outputs.clear()
