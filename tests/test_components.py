@@ -299,7 +299,10 @@ def test_single_on_demand_node_is_a_plain_instance_without_placement_group():
     assert node.inputs["launchTemplate"]["version"] == "$Default"
     # only the version is ignored: the provider's Read stores a number in its place
     assert node.ignore_changes == ("launchTemplate.version",) and node.delete_before_replace
-    assert node.replacement_trigger.startswith("g5.xlarge/subnet-")
+    # no trigger: its type changes in place; what a stop and start cannot change is in the
+    # template's (architecture, placement group, NIC layout, file system)
+    assert node.replacement_trigger is None
+    assert only(plan, LT).replacement_trigger == "x86_64//0.0:interface/"
     assert plan.outputs["instanceIds"] == [plan.state(node)["id"]]
     # a login shell of the job user: Session Manager's default sh reads no /etc/profile.d
     assert plan.outputs["ssmSessionCommands"] == [
