@@ -24,10 +24,6 @@ class TrailSettings:
     arn: pulumi.Input[str]
 
 
-def trail_name(vault: str) -> str:
-    return f"gpu-cluster-{vault}-audit"
-
-
 def trail_arn(partition: str, region: str, account_id: str, name: str) -> str:
     return f"arn:{partition}:cloudtrail:{region}:{account_id}:trail/{name}"
 

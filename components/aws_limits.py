@@ -19,6 +19,8 @@ USER_DATA_MAX_BYTES = 16384
 # the limit (12 KiB until the training jobs' supervisor took 1.5 KiB of it).
 USER_DATA_BUDGET_BYTES = 14 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
+# "AWSServiceRoleForAutoScaling_" + a custom suffix within IAM's 64 characters of a role name
+SLR_SUFFIX_MAX = 64 - len("AWSServiceRoleForAutoScaling_")
 USER_DATA_SOURCE = "EC2 User Guide, 'Work with instance user data': 16 KB in raw form"
 USER_DATA_FIX = (
     "turn off a feature the stack does not need (fsx, secrets, spot), or report it: "
@@ -294,8 +296,37 @@ LIMITS: tuple[Limit, ...] = (
         "name",
         2048,
         "characters",
-        "Systems Manager API Reference, PutParameter: Name, 1-2048 characters",
+        "Systems Manager API Reference, PutParameter: Name, 1-2048 characters, but 'the maximum "
+        "length for a parameter name, including the full length of the parameter ARN, is 1011 "
+        "characters' (arn:aws-us-gov:ssm:<region>:<account>:parameter takes up to 58 of them); "
+        "'a-zA-Z0-9_.-' and '/' for a hierarchy",
         minimum=1,
+        pattern=r"/?[a-zA-Z0-9_.\-/]+",
+        allowed="a-z, A-Z, 0-9, _.- and / between the hierarchy's levels",
+    ),
+    Limit(
+        "aws:iam/serviceLinkedRole:ServiceLinkedRole",
+        "customSuffix",
+        SLR_SUFFIX_MAX,
+        "characters",
+        "IAM API Reference, CreateServiceLinkedRole: CustomSuffix [\\w+=,.@-]+; the role name "
+        "AWSServiceRoleForAutoScaling_<suffix> is at most 64 ('IAM and AWS STS quotas'); "
+        "terraform-provider-aws iam/service_linked_role.go DecodeServiceLinkedRoleID splits the "
+        "role name on '_' and reads a suffix with one back as '' (a replacement every update)",
+        minimum=1,
+        pattern=r"[a-zA-Z0-9+=,.@-]+",
+        allowed="letters, digits and +=,.@- (no _)",
+    ),
+    Limit(
+        "aws:cloudtrail/trail:Trail",
+        "name",
+        128,
+        "characters",
+        "CloudTrail API Reference, CreateTrail: Name, 3-128 characters, letters, digits, '.', "
+        "'_' and '-', starting and ending with a letter or digit, no two of '._-' adjacent",
+        minimum=3,
+        pattern=r"[a-zA-Z0-9](?:[._-]?[a-zA-Z0-9])*",
+        allowed="letters, digits and single ._- between them",
     ),
 )
 # EC2 User Guide, 'Tag your Amazon EC2 resources' (tag restrictions, the same in every service

@@ -60,7 +60,8 @@ def bundle_sha256() -> str:
     return hashlib.sha256(boot_bundle().encode()).hexdigest()
 
 
-def bundle_key(cluster: str, stack: str) -> str:
-    """The bundle's key in the stack's bucket: one per stack and cluster (two stacks sharing a
-    bucket each own their object, and a destroy removes only its own), named by its digest."""
-    return f"{BUNDLE_PREFIX}/{cluster}/{stack}/{bundle_sha256()}.sh"
+def bundle_key(folder: str) -> str:
+    """The bundle's key in the stack's bucket: one per stack (``folder``: names.bundle_folder;
+    two stacks sharing a bucket each own their object, and a destroy removes only its own),
+    named by its digest."""
+    return f"{BUNDLE_PREFIX}/{folder}/{bundle_sha256()}.sh"

@@ -8,12 +8,16 @@ import re
 from functools import cache
 from pathlib import Path
 
-from gpu_cluster.components.naming import CLUSTER_TAG
+from gpu_cluster.components.naming import CLUSTER_TAG, STACK_ID_TAG
 
 BOOT_DIR = Path(__file__).parent / "boot"
 PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
 RENDEZVOUS_PORT = 29500
-CONSTANTS = {"CLUSTER_TAG": CLUSTER_TAG, "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT)}
+CONSTANTS = {
+    "CLUSTER_TAG": CLUSTER_TAG,
+    "STACK_ID_TAG": STACK_ID_TAG,
+    "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT),
+}
 
 
 # A here-document's opening line (not a here-string, <<<): its body is data, kept as it is.

@@ -13,17 +13,21 @@ from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout
 from gpu_cluster.components.cost_controls import CostControls
 from gpu_cluster.components.datastore import DataStore, DataStoreArgs
-from gpu_cluster.components.jobs import (
-    JOB_LOG_RETENTION_DAYS,
+from gpu_cluster.components.jobs import JOB_LOG_RETENTION_DAYS
+from gpu_cluster.components.launch_template import RootVolume
+from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
+from gpu_cluster.components.names import (
+    StackIdentity,
     alerts_topic_parameter,
+    bundle_folder,
     job_bucket_parameter,
     jobs_log_group,
     jobs_path,
     replacements_parameter,
+    runtime_identity,
+    secrets_path,
 )
-from gpu_cluster.components.launch_template import RootVolume
-from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
-from gpu_cluster.components.naming import CLUSTER_TAG, STACK_TAG, child_name
+from gpu_cluster.components.naming import CLUSTER_TAG, child_name
 from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
 from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
 from gpu_cluster.components.node_group import GpuNodeGroup, GpuNodeGroupArgs
@@ -33,7 +37,7 @@ from gpu_cluster.components.policies import (
     node_alerts_policy,
 )
 from gpu_cluster.components.purchase import OnDemand, Purchase, Spot, is_single_instance
-from gpu_cluster.components.secrets import secrets_path, secrets_path_arn, store_secrets
+from gpu_cluster.components.secrets import secrets_path_arn, store_secrets
 from gpu_cluster.components.security import ClusterSecurity, ClusterSecurityArgs
 from gpu_cluster.components.stack_cost_controls import CostControlArgs, StackCostControls
 from gpu_cluster.components.topology import has_nvswitch, has_row_remapping, nvswitch_pci_id
@@ -75,9 +79,8 @@ class GpuClusterArgs:
     nat_gateway: bool = True  # existing_network: whether its subnet reaches the internet
     public_ip: bool = False
     existing_network: ExistingNetwork | None = None  # the user's VPC and subnet
-    # Set when two stacks may share the cluster name (the stack name): keeps account-wide
-    # names unique and tags the nodes with it.
-    scope: str = ""
+    # Whose physical names these are (components/names.py); None: the running stack's.
+    identity: StackIdentity | None = None
     container_network: str = "host"
     # Pulumi secrets from stack config: name -> value (stored as SSM SecureString parameters)
     secrets: dict[str, pulumi.Input[str]] = field(default_factory=dict)
@@ -132,7 +135,8 @@ class GpuCluster(pulumi.ComponentResource):
         super().__init__("gpu-cluster:index:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
-        stack = args.tags.get(STACK_TAG, name)  # the stack tag the budget and nodes use
+        ids = args.identity or runtime_identity(name, args.region)
+        stack = ids.stack
         identity = aws.get_caller_identity_output(opts=invoke)
         partition = aws.get_partition_output(opts=invoke).partition
         bucket_arn = pulumi.Output.concat("arn:", partition, ":s3:::", args.storage.bucket_name)
@@ -148,18 +152,20 @@ class GpuCluster(pulumi.ComponentResource):
                 extra_key_arns=extra_keys,
                 protect_key=args.storage.create,
                 autoscaling=not is_single_instance(args.purchase, args.node_count),
-                scope=args.scope,
+                identity=ids,
                 cluster=name,
-                secrets_path=secrets_path(name) if args.secrets else None,
-                jobs_path=jobs_path(name),
+                secrets_path=secrets_path(ids) if args.secrets else None,
+                jobs_path=jobs_path(ids),
                 alert_topic=args.cost_controls.alerts,
                 image_repositories=args.image_repositories,
                 tags=args.tags,
             ),
             child,
         )
-        self.secrets = store_secrets(name, args.secrets, self.security.key.arn, args.tags, child)
-        self.jobs_log = self._jobs_log(name, args, child)
+        self.secrets = store_secrets(
+            name, secrets_path(ids), args.secrets, self.security.key.arn, args.tags, child
+        )
+        self.jobs_log = self._jobs_log(name, ids, args, child)
         self.network = ClusterNetwork(
             child_name(name, "network"),
             ClusterNetworkArgs(
@@ -171,7 +177,7 @@ class GpuCluster(pulumi.ComponentResource):
                 nat_gateway=args.nat_gateway,
                 public_nodes=args.public_ip,
                 ecr_endpoints=bool(args.image_repositories),
-                scope=args.scope,
+                identity=ids,
                 existing=args.existing_network,
                 tags=args.tags,
             ),
@@ -219,7 +225,7 @@ class GpuCluster(pulumi.ComponentResource):
                 child,
             )
             lustre_target = self.lustre.mount_target
-        job_files = self._job_files(name, stack, args, child, bucket_name)
+        job_files = self._job_files(name, ids, args, child, bucket_name)
         gpus_per_node = args.facts.processes_per_node
         # all-reduce across nodes cannot beat the node's network (nccl-tests' busbw, GB/s)
         self.expected_busbw_gbytes = node_network_gbps(args.facts, args.efa) / 8
@@ -244,6 +250,7 @@ class GpuCluster(pulumi.ComponentResource):
                     lambda values: render_user_data(
                         BootConfig(
                             cluster=name,
+                            identity=ids,
                             region=args.region,
                             gpus_per_node=gpus_per_node,
                             nvme_disk_count=args.facts.nvme_disk_count,
@@ -256,8 +263,8 @@ class GpuCluster(pulumi.ComponentResource):
                             internet=args.nat_gateway,
                             expected_busbw_gbytes=self.expected_busbw_gbytes,
                             lustre_target=values[1],
-                            secrets_path=secrets_path(name) if args.secrets else "",
-                            jobs_log_group=jobs_log_group(name),
+                            secrets_path=secrets_path(ids) if args.secrets else "",
+                            jobs_log_group=jobs_log_group(ids),
                             stack=stack,
                             gang_timeout_seconds=args.cost_controls.gang_timeout_minutes * 60,
                         )
@@ -273,7 +280,7 @@ class GpuCluster(pulumi.ComponentResource):
                     *self.secrets,
                     *job_files,
                 ],
-                scope=args.scope,
+                identity=ids,
                 root_volume=args.root_volume,
                 public_ip=args.public_ip,
                 container_network=args.container_network,
@@ -296,6 +303,7 @@ class GpuCluster(pulumi.ComponentResource):
                 instance=self.nodes.instance,
                 group=self.nodes.group,
                 cluster=name,
+                identity=ids,
                 tags=args.tags,
             ),
             child,
@@ -303,15 +311,15 @@ class GpuCluster(pulumi.ComponentResource):
         if self.cost_controls.topic is not None:
             arn = pulumi.Output.all(partition, identity.account_id).apply(
                 lambda v: secrets_path_arn(
-                    v[0], args.region, v[1], replacements_parameter(name, stack)
+                    v[0], args.region, v[1], replacements_parameter(ids)
                 )
             )
-            self._node_alerts_access(name, stack, args, child, self.cost_controls.topic, arn)
+            self._node_alerts_access(name, ids, args, child, self.cost_controls.topic, arn)
             if args.cost_controls.gang_timeout_minutes:
                 aws.iam.RolePolicy(
                     child_name(name, "gang-stop-access"),
                     role=self.security.role.name,
-                    policy=json.dumps(gang_stop_policy(stack)),
+                    policy=json.dumps(gang_stop_policy(ids.stack_id)),
                     opts=child,
                 )
         self.efa_interfaces_per_node = efa_interfaces
@@ -361,7 +369,7 @@ class GpuCluster(pulumi.ComponentResource):
     def _node_alerts_access(
         self,
         name: str,
-        stack: str,
+        ids: StackIdentity,
         args: GpuClusterArgs,
         child: pulumi.ResourceOptions,
         topic: aws.sns.Topic,
@@ -371,7 +379,7 @@ class GpuCluster(pulumi.ComponentResource):
         to their replacement counts (policies.node_alerts_policy)."""
         parameter = aws.ssm.Parameter(
             child_name(name, "alerts-topic"),
-            name=alerts_topic_parameter(name, stack),
+            name=alerts_topic_parameter(ids),
             type="SecureString",  # as every parameter of the stack: under the cluster key
             key_id=self.security.key.arn,
             value=topic.arn,
@@ -391,7 +399,7 @@ class GpuCluster(pulumi.ComponentResource):
     def _job_files(
         self,
         name: str,
-        stack: str,
+        ids: StackIdentity,
         args: GpuClusterArgs,
         child: pulumi.ResourceOptions,
         bucket_name: pulumi.Input[str],
@@ -403,7 +411,7 @@ class GpuCluster(pulumi.ComponentResource):
         bundle = aws.s3.BucketObjectv2(
             child_name(name, "boot-bundle"),
             bucket=bucket_name,
-            key=bundle_key(name, stack),
+            key=bundle_key(bundle_folder(ids)),
             content=boot_bundle(),
             content_type="text/x-shellscript",
             opts=pulumi.ResourceOptions.merge(
@@ -412,7 +420,7 @@ class GpuCluster(pulumi.ComponentResource):
         )
         bucket = aws.ssm.Parameter(
             child_name(name, "job-bucket"),
-            name=job_bucket_parameter(name, stack),
+            name=job_bucket_parameter(ids),
             type="SecureString",  # as every parameter of the stack: under the cluster key
             key_id=self.security.key.arn,
             value=bucket_name,
@@ -423,13 +431,13 @@ class GpuCluster(pulumi.ComponentResource):
         return [bundle, bucket]
 
     def _jobs_log(
-        self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions
+        self, name: str, ids: StackIdentity, args: GpuClusterArgs, child: pulumi.ResourceOptions
     ) -> aws.cloudwatch.LogGroup:
         """Every node's job output (`gpuc logs`), encrypted with the cluster key, written by
         the nodes' CloudWatch agent only."""
         group = aws.cloudwatch.LogGroup(
             child_name(name, "jobs-log"),
-            name=jobs_log_group(name),
+            name=jobs_log_group(ids),
             kms_key_id=self.security.key.arn,
             retention_in_days=JOB_LOG_RETENTION_DAYS,
             tags=args.tags,

@@ -19,9 +19,10 @@ maximum lifetime, and a monthly budget with alerts - each scoped to this stack's
   Run Command). Starting an instance whose volumes use a customer key needs kms:CreateGrant on
   that key (EBS creates the grant for the instance).
 - The budget is an AWS Budgets cost budget filtered on the stack's cost-allocation tag
-  (user:gpu-cluster:stack$<stack>), alerting at 80 % and 100 % to the stack's KMS-encrypted SNS
-  topic; on a dev box it can also stop the box at 100 % (a RUN_SSM_DOCUMENTS budget action, which
-  needs explicit instance ids - hence not for groups, whose instances come and go)."""
+  (user:gpu-cluster:stack-id$<project>/<stack>/<region>), alerting at 80 % and 100 % to the
+  stack's KMS-encrypted SNS topic; on a dev box it can also stop the box at 100 % (a
+  RUN_SSM_DOCUMENTS budget action, which needs explicit instance ids - hence not for groups,
+  whose instances come and go)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpu_cluster.components.naming import STACK_TAG
+from gpu_cluster.components.naming import STACK_ID_TAG
 
 METRIC_NAMESPACE = "gpu-cluster"
 GPU_METRIC = "nvidia_smi_utilization_gpu"  # the CloudWatch agent's (dashboards, serving)
@@ -162,14 +163,14 @@ class CostControls:
 
 
 def checkpoint_command(
-    stack: str,
+    stack_id: str,
     stop: datetime | None,
     reason: str,
     job_command: str,
     lead: timedelta = CHECKPOINT_BEFORE_STOP,
 ) -> str:
     """The SendCommand request (EventBridge Scheduler's universal target ssm:sendCommand takes
-    the API's own parameters) that tells every running node of the stack, by its stack tag, to
+    the API's own parameters) that tells every running node of the stack, by its stack-id tag, to
     checkpoint its jobs now (boot/gpu-cluster-jobs.sh checkpoint). ``stop`` None: a recurring
     stop (the working-hours schedule), whose time the node's shell computes from the time the
     checkpoint schedule was due (SCHEDULED_TIME) plus ``lead``: AWS-RunShellScript runs the
@@ -189,16 +190,16 @@ def checkpoint_command(
     return json.dumps(
         {
             "DocumentName": "AWS-RunShellScript",
-            "Targets": [{"Key": f"tag:{STACK_TAG}", "Values": [stack]}],
+            "Targets": [{"Key": f"tag:{STACK_ID_TAG}", "Values": [stack_id]}],
             "Parameters": {"commands": [f"{job_command} checkpoint {argument}"]},
-            "Comment": f"gpu-cluster {stack}: checkpoint before the nodes stop"[:100],
+            "Comment": f"gpu-cluster {stack_id}: checkpoint before the nodes stop"[:100],
             "TimeoutSeconds": 600,
         }
     )
 
 
 def checkpoint_command_statements(
-    partition: str, region: str, account_id: str, stack: str
+    partition: str, region: str, account_id: str, stack_id: str
 ) -> list[dict[str, Any]]:
     """Run Command on this stack's instances only (SSM User Guide, "Restricting Run Command
     access based on instance tags": the document and the instances, by ssm:resourceTag)."""
@@ -214,7 +215,7 @@ def checkpoint_command_statements(
             "Effect": "Allow",
             "Action": "ssm:SendCommand",
             "Resource": f"arn:{partition}:ec2:{region}:{account_id}:instance/*",
-            "Condition": {"StringEquals": {f"ssm:resourceTag/{STACK_TAG}": stack}},
+            "Condition": {"StringEquals": {f"ssm:resourceTag/{STACK_ID_TAG}": stack_id}},
         },
     ]
 
@@ -362,5 +363,6 @@ def at_expression(moment: datetime) -> str:
     return f"at({moment:%Y-%m-%dT%H:%M:%S})"
 
 
-def budget_filter(stack: str) -> list[dict[str, Any]]:
-    return [{"name": "TagKeyValue", "values": [f"user:gpu-cluster:stack${stack}"]}]
+def budget_filter(stack_id: str) -> list[dict[str, Any]]:
+    """This stack's costs: its stack-id tag (the stack name alone is shared across regions)."""
+    return [{"name": "TagKeyValue", "values": [f"user:{STACK_ID_TAG}${stack_id}"]}]

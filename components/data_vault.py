@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-from gpu_cluster.components.audit_trail import TrailSettings, trail_arn, trail_name
+from gpu_cluster.components.audit_trail import TrailSettings, trail_arn
 from gpu_cluster.components.datastore import DataStore, DataStoreArgs
 from gpu_cluster.components.kms import create_cluster_key
+from gpu_cluster.components.names import StackIdentity, key_alias, runtime_identity, trail_name
 from gpu_cluster.components.naming import child_name
 
 
@@ -21,6 +22,7 @@ class DataVaultArgs:
     audit_trail: bool = False  # a CloudTrail trail of the data bucket and management events
     ebs_encryption_by_default: bool = False  # account guard: EC2.7
     snapshot_block_public_access: bool = False  # account guard: EC2.182
+    identity: StackIdentity | None = None  # whose names (None: the running stack's)
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -29,9 +31,10 @@ class DataVault(pulumi.ComponentResource):
         self, name: str, args: DataVaultArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-cluster:storage:DataVault", name, None, opts)
+        ids = args.identity or runtime_identity(name, args.region)
         trail = None
         if args.audit_trail:
-            settings_name = trail_name(name)
+            settings_name = trail_name(ids)
             trail = TrailSettings(
                 settings_name,
                 pulumi.Output.all(args.partition, args.account_id).apply(
@@ -46,6 +49,7 @@ class DataVault(pulumi.ComponentResource):
             tags=args.tags,
             protect=True,
             parent=self,
+            alias_name=key_alias(ids, "data"),
             trail_arn=trail.arn if trail else None,
         )
         self.store = DataStore(

@@ -31,6 +31,10 @@ NODE_ENV_NAMES = frozenset(
         "JOBS_LOG_GROUP",
         "JOB_LOG_DIR",
         "STACK",
+        "STACK_ID",
+        "JOBS_PATH",
+        "ALERTS_PARAMETER",
+        "REPLACEMENTS_PATH",
         "GANG_TIMEOUT",
         "BUNDLE_KEY",
         "BUNDLE_SHA256",
@@ -70,27 +74,8 @@ JOB_ENV_ALLOWED = frozenset({"GPUC_ALLOW_SLOW_NETWORK", "GPUC_RDZV_CONF"})
 JOB_USER_UNIT = "gpu-cluster-job@"  # systemd template unit: one instance per job
 
 
-def jobs_path(cluster: str) -> str:
-    return f"/gpu-cluster/{cluster}/jobs"
-
-
-def job_parameter(cluster: str, name: str) -> str:
-    return f"{jobs_path(cluster)}/{name}"
-
-
-def cluster_key_alias(cluster: str) -> str:
-    """The cluster key's alias (components/kms.py), which encrypts the job specs."""
-    return f"alias/gpu-cluster/{cluster}-security"
-
-
 JOB_LOG_DIR = "/var/log/gpu-cluster/jobs"  # each job's output, one file per job, on the node
 JOB_LOG_RETENTION_DAYS = 365  # Security Hub CloudWatch.16: at least a year
-
-
-def jobs_log_group(cluster: str) -> str:
-    """Every node's job output (the CloudWatch agent ships JOB_LOG_DIR, a stream per node);
-    under the /gpu-cluster/<cluster>- prefix the cluster key's policy lets Logs use."""
-    return f"/gpu-cluster/{cluster}-jobs"
 
 
 def workdir_key(sha256: str) -> str:
@@ -99,22 +84,3 @@ def workdir_key(sha256: str) -> str:
     what it fetched against the digest in the job's spec. Nodes may read, not write, it
     (components/policies.py: they write only under checkpoints/ and outputs/)."""
     return f"code/{sha256}.tar.gz"
-
-
-def job_bucket_parameter(cluster: str, stack: str) -> str:
-    """Where `gpuc run` finds the stack's bucket (the program writes it at `pulumi up`: the
-    bucket may be the data stack's, which gpuc cannot read without Pulumi state)."""
-    return f"/gpu-cluster/{cluster}/{stack}/bucket"
-
-
-def alerts_topic_parameter(cluster: str, stack: str) -> str:
-    """Where a node finds its stack's alert topic (the topic is created after the nodes'
-    launch template, so its ARN cannot be in the user data); two stacks may share a cluster
-    name."""
-    return f"/gpu-cluster/{cluster}/{stack}/alerts-topic"
-
-
-def replacements_parameter(cluster: str, stack: str) -> str:
-    """Where the nodes count, per failure, the nodes the health check had replaced in the last
-    hour (boot/gpu-cluster-health.sh: replacements/<cause>, a String parameter each)."""
-    return f"/gpu-cluster/{cluster}/{stack}/replacements"

@@ -6,7 +6,7 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-from gpu_cluster.components.naming import child_name, unique_name
+from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import kms_key_policy
 
 KEY_DELETION_WINDOW_DAYS = 30
@@ -22,7 +22,7 @@ def create_cluster_key(
     protect: bool,
     parent: pulumi.Resource,
     autoscaling_role_arn: pulumi.Input[str] | None = None,
-    scope: str = "",
+    alias_name: str,
     log_group_prefixes: tuple[str, ...] = (),
     trail_arn: pulumi.Input[str] | None = None,
     alert_publishers: bool = False,
@@ -47,7 +47,7 @@ def create_cluster_key(
     )
     alias = aws.kms.Alias(
         child_name(name, "key-alias"),
-        name=f"alias/gpu-cluster/{unique_name(name, scope)}",
+        name=alias_name,
         target_key_id=key.key_id,
         opts=pulumi.ResourceOptions(parent=parent),
     )

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 
 from gpu_cluster.components.jobs import NODE_ENV_NAMES, NODE_ENV_PREFIXES
+from gpu_cluster.components.names import StackIdentity
 
 MANAGED_BY_TAG = {"managed-by": "gpu-cluster"}
 CLUSTER_TAG = "gpu-cluster:name"  # nodes find each other by it (and by their VPC)
 HEALTH_TAG = "gpu-cluster:health"  # each node's own report (boot/gpu-cluster-health.sh)
 STACK_TAG = "gpu-cluster:stack"
+# project/stack/region (components/names.StackIdentity.stack_id): what `gpuc sweep` and `status`
+# match, and the nodes' IAM conditions name. The stack tag alone is shared by the same stack
+# name in another region or project: IAM roles, instance profiles and budgets are account-wide.
+STACK_ID_TAG = "gpu-cluster:stack-id"
 
 
 def child_name(parent: str, role: str) -> str:
@@ -29,32 +33,19 @@ def merge_tags(*layers: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def cluster_tags(
-    cluster: str, user_tags: Mapping[str, str] | None = None, stack: str | None = None
+    identity: StackIdentity, user_tags: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The tags every resource of a cluster carries (user tags may not drop the cluster or
-    stack tag)."""
-    own = {CLUSTER_TAG: cluster} | ({STACK_TAG: stack} if stack else {})
+    """The tags every resource of a stack carries (user tags may not drop gpu-cluster's)."""
+    own = {
+        CLUSTER_TAG: identity.cluster,
+        STACK_TAG: identity.stack,
+        STACK_ID_TAG: identity.stack_id,
+    }
     return merge_tags(MANAGED_BY_TAG, user_tags, own)
-
-
-def unique_name(name: str, scope: str = "") -> str:
-    """An account- and region-wide name (alias, log group, service-linked role suffix) that
-    stays unique when two stacks share a cluster name: ``scope`` is the stack name then."""
-    return f"{name}-{scope}" if scope else name
 
 
 def node_name(index: int) -> str:
     return f"node-{index}"
-
-
-def bounded_name(text: str, limit: int = 32) -> str:
-    """A physical name within an AWS length limit (load balancers and target groups: 32),
-    kept unique by a short hash of the whole name when it has to be cut."""
-    safe = re.sub(r"[^a-zA-Z0-9-]", "-", text)  # ELB names: letters, digits and hyphens
-    if len(safe) <= limit and safe == text:
-        return safe
-    digest = hashlib.sha256(text.encode()).hexdigest()[:6]
-    return f"{safe[: limit - 7].rstrip('-')}-{digest}"
 
 
 # Also an environment variable name on the nodes (upper case, as `gpuc run --env` names), and
@@ -80,9 +71,3 @@ def suggest_secret_name(name: str) -> str:
     safe = re.sub(r"[^A-Z0-9_]", "_", name.upper())[:128] or "SECRET"
     safe = f"_{safe}"[:128] if safe[0].isdigit() else safe
     return safe if secret_name_problem(safe) is None else f"JOB_{safe}"[:128]
-
-
-def default_bucket_name(cluster: str, account_id: str, region: str) -> str:
-    """A data bucket's name when the stack names none: globally unique and predictable, so
-    IAM policies can name it before it exists."""
-    return f"gpuc-{cluster}-{account_id}-{region}"

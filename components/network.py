@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 from gpu_cluster.components.cidr import SubnetLayout, interface_endpoints
-from gpu_cluster.components.naming import child_name, unique_name
+from gpu_cluster.components.names import StackIdentity, flow_logs_group, runtime_identity
+from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import assume_role_policy, flow_logs_delivery_policy
 
 FLOW_LOG_RETENTION_DAYS = 365
@@ -68,7 +69,7 @@ class ClusterNetworkArgs:
     nat_gateway: bool = True
     public_nodes: bool = False
     ecr_endpoints: bool = False  # without a NAT gateway: ECR endpoints for the job images
-    scope: str = ""  # see naming.unique_name
+    identity: StackIdentity | None = None  # whose names (None: the running stack's)
     # a service's further zones: (zone, private subnet, public subnet); none for training
     extra_zones: tuple[tuple[str, Any, Any], ...] = ()
     existing: ExistingNetwork | None = None  # set: use it, create no VPC (layout unused)
@@ -361,7 +362,9 @@ class ClusterNetwork(pulumi.ComponentResource):
     ) -> None:
         log_group = aws.cloudwatch.LogGroup(
             child_name(name, "flow-logs"),
-            name=f"/gpu-cluster/{unique_name(name, args.scope)}/vpc-flow-logs",
+            name=flow_logs_group(
+                args.identity or runtime_identity(name.removesuffix("-network"), args.region)
+            ),
             retention_in_days=FLOW_LOG_RETENTION_DAYS,
             kms_key_id=args.kms_key_arn,
             tags=args.tags,

@@ -8,7 +8,8 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-from gpu_cluster.components.naming import child_name, unique_name
+from gpu_cluster.components.names import StackIdentity, node_events_group, node_events_policy
+from gpu_cluster.components.naming import child_name
 
 LOG_RETENTION_DAYS = 365
 GROUP_EVENTS = (
@@ -18,12 +19,6 @@ GROUP_EVENTS = (
     "EC2 Instance Terminate Unsuccessful",
 )
 SPOT_EVENTS = ("EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation")
-
-
-def log_group_name(group: str, scope: str = "") -> str:
-    """EventBridge may write to any log group its resource policy allows; /aws/events/ is the
-    convention the console uses."""
-    return f"/aws/events/gpu-cluster/{unique_name(group, scope)}"
 
 
 def group_event_pattern(group_name: str) -> str:
@@ -65,13 +60,14 @@ def record_node_events(
     kms_key_arn: pulumi.Input[str],
     tags: dict[str, str],
     parent: pulumi.Resource,
-    scope: str = "",
+    identity: StackIdentity,
+    role: str,
 ) -> aws.cloudwatch.LogGroup:
     """A KMS-encrypted log group and the rules that feed it; children of ``parent``."""
     child = pulumi.ResourceOptions(parent=parent)
     log = aws.cloudwatch.LogGroup(
         child_name(name, "events"),
-        name=log_group_name(name, scope),
+        name=node_events_group(identity, role),
         kms_key_id=kms_key_arn,
         retention_in_days=LOG_RETENTION_DAYS,
         tags=tags,
@@ -81,7 +77,7 @@ def record_node_events(
     # its own log group.
     aws.cloudwatch.LogResourcePolicy(
         child_name(name, "events-policy"),
-        policy_name=f"gpu-cluster-{unique_name(name, scope)}-events",
+        policy_name=node_events_policy(identity, role),
         policy_document=log.arn.apply(lambda arn: json.dumps(events_to_logs_policy(arn))),
         opts=child,
     )

@@ -14,15 +14,19 @@ so only the dev box's launch-template version, always "$Default", is ignored. Wh
 node cannot change (its type, subnet, placement group, NIC layout, how it was bought) is in a
 ``replacement_trigger``; such replacements are delete-before-replace: the old nodes are gone
 before new ones launch, so the quota and the placement group's capacity are never needed twice
-for the nodes. A created reservation is different: switching to ``capacityReservation.create``
-creates the reservation (capacity and quota for every node) while the old nodes still run, so
-`gpuc diff` says that change cannot be applied as is and how to do it in two steps; replacing
-a created reservation drains the group first (GROUP_REPLACE_ON_CHANGES).
+for the nodes. A created reservation needs capacity and quota for every node when it is created,
+so it must not be created while the old nodes still run outside it: a reservation that comes or
+goes replaces the placement group delete-first (placement_trigger), the group is replaced with
+its placement group, and the engine deletes a delete-first resource's replaced dependents before
+it (step_generator.go, calculateDependentReplacements) - so one `pulumi up` drains the old
+nodes, replaces the placement group, creates the reservation in it, then the group targeting it.
+Replacing a created reservation drains the group first too (GROUP_REPLACE_ON_CHANGES).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -37,6 +41,7 @@ from gpu_cluster.components.launch_template import (
     tag_specifications,
     template_tags,
 )
+from gpu_cluster.components.names import StackIdentity, role_in, runtime_identity
 from gpu_cluster.components.naming import child_name, node_name
 from gpu_cluster.components.nic_layout import nic_layout
 from gpu_cluster.components.node_events import record_node_events
@@ -48,6 +53,7 @@ from gpu_cluster.components.purchase import (
     group_reservation_target,
     is_single_instance,
     mixed_instances_policy,
+    placement_trigger,
     purchase_signature,
     template_market_options,
     template_reservation,
@@ -83,7 +89,7 @@ class GpuNodeGroupArgs:
     autoscaling_role_arn: pulumi.Input[str] | None = None  # the group's service-linked role
     # What boot needs in place first: security-group rules, routes, endpoints, role policies.
     boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
-    scope: str = ""  # see naming.unique_name
+    identity: StackIdentity | None = None  # whose names (None: the running stack's)
     root_volume: RootVolume = field(default_factory=RootVolume)
     public_ip: bool = False
     container_network: str = "host"  # "bridge": containers need a second IMDS hop
@@ -105,14 +111,24 @@ GROUP_TIMEOUTS = pulumi.CustomTimeouts(create="30m", update="45m", delete="45m")
 # delete-first subnet replacement then drains the nodes before DeleteSubnet) and with its
 # created reservation (a delete-first reservation replacement drains them before the old
 # reservation is cancelled and the new one is created: capacity and quota are never needed
-# for both).
+# for both), and with its placement group (a delete-first replacement of it, when a reservation
+# the stack creates comes or goes, drains the nodes before the reservation is created or
+# cancelled, and before DeletePlacementGroup, which refuses a group with instances in it).
 # A new launch template (one that replaces the old: template_trigger) replaces the group too.
 GROUP_REPLACE_ON_CHANGES = [
     "vpcZoneIdentifiers",
+    "placementGroup",
     "capacityReservationSpecification",
     "launchTemplate.id",
     "mixedInstancesPolicy.launchTemplate.launchTemplateSpecification.launchTemplateId",
 ]
+
+
+def events_names(name: str, args: GpuNodeGroupArgs) -> dict[str, Any]:
+    """Whose node-events names these are: the cluster's, as its ``nodes`` (a group used on its
+    own in a program: the running stack's, named after the group)."""
+    identity = args.identity or runtime_identity(name, args.availability_zone[:-1])
+    return {"identity": identity, "role": role_in(identity, name)}
 
 
 def template_trigger(single: bool, parts: list) -> str:
@@ -141,7 +157,6 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-cluster:compute:GpuNodeGroup", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         self.nic_slots = nic_layout(args.facts, args.efa)
         self.placement_group = None
         self.reservation = None
@@ -149,8 +164,18 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.instance = None
         single = is_single_instance(args.purchase, args.node_count)
         if uses_placement_group(args.purchase, args.node_count, args.efa):
+            # A new placement group for a reservation this stack creates, delete-first: the
+            # engine deletes the group's nodes before it (GROUP_REPLACE_ON_CHANGES), so the
+            # reservation, created after it, never needs capacity and quota for both.
             self.placement_group = aws.ec2.PlacementGroup(
-                child_name(name, "placement"), strategy=CLUSTER_STRATEGY, tags=args.tags, opts=child
+                child_name(name, "placement"),
+                strategy=CLUSTER_STRATEGY,
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    delete_before_replace=True,
+                    replacement_trigger=placement_trigger(args.purchase),
+                ),
             )
         if isinstance(args.purchase, CapacityReservation) and args.purchase.create:
             self.reservation = self._reservation(name, args)
@@ -240,7 +265,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 kms_key_arn=args.kms_key_arn,
                 tags=args.tags,
                 parent=self,
-                scope=args.scope,
+                **events_names(name, args),
             )
         outputs = {"launchTemplateId": self.launch_template.id}
         if self.group is not None:
@@ -267,11 +292,14 @@ class GpuNodeGroup(pulumi.ComponentResource):
             end_date_type="limited" if purchase.end_date else "unlimited",
             end_date=purchase.end_date,
             tags=args.tags,
-            # AWS cannot move a reservation out of a placement group: a new group, a new one.
+            # AWS cannot move a reservation out of a placement group: a new group, a new one;
+            # and DeletePlacementGroup refuses a group holding an active reservation, so the
+            # engine cancels it first (a dependent it replaces: replaceOnChanges, as the group)
             opts=pulumi.ResourceOptions(
                 parent=self,
                 delete_before_replace=True,
                 replacement_trigger=self.placement_group.name if self.placement_group else "",
+                replace_on_changes=["placementGroupArn"],
             ),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_cluster.components.images import PULL_ACTIONS, TOKEN_ACTION
-from gpu_cluster.components.naming import HEALTH_TAG, STACK_TAG
+from gpu_cluster.components.naming import HEALTH_TAG, STACK_ID_TAG
 
 SSM_MANAGED_POLICY = "AmazonSSMManagedInstanceCore"
 MIN_TLS_VERSION = "1.2"
@@ -159,7 +159,7 @@ def ec2_assume_role_policy() -> dict[str, Any]:
 def node_access_policy(
     bucket_arn: str,
     key_arns: list[str],
-    cluster: str | None = None,
+    stack_id: str | None = None,
     secrets_arn: str | None = None,
     jobs_arn: str | None = None,
 ) -> dict[str, Any]:
@@ -243,15 +243,16 @@ def node_access_policy(
                 "Resource": f"{jobs_arn}/*/nodes/*",
             },
         ]
-    if cluster:
-        policy["Statement"] += health_reporting_statements(cluster)
+    if stack_id:
+        policy["Statement"] += health_reporting_statements(stack_id)
     return policy
 
 
-def health_reporting_statements(cluster: str) -> list[dict[str, Any]]:
+def health_reporting_statements(stack_id: str) -> list[dict[str, Any]]:
     """A node reports its health check: its own health tag, a metric in the gpu-cluster
-    namespace, and Unhealthy for an instance of its cluster's group (both scoped by tag)."""
-    own_cluster = {"StringEquals": {"aws:ResourceTag/gpu-cluster:name": cluster}}
+    namespace, and Unhealthy for an instance of its stack's group (both scoped by the stack-id
+    tag: the cluster name may be another stack's, in this region, too)."""
+    own_cluster = {"StringEquals": {f"aws:ResourceTag/{STACK_ID_TAG}": stack_id}}
     return [
         {
             "Sid": "TagOwnHealth",
@@ -275,7 +276,7 @@ def health_reporting_statements(cluster: str) -> list[dict[str, Any]]:
             "Effect": "Allow",
             "Action": "autoscaling:SetInstanceHealth",
             "Resource": "*",
-            "Condition": {"StringEquals": {"autoscaling:ResourceTag/gpu-cluster:name": cluster}},
+            "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{STACK_ID_TAG}": stack_id}},
         },
     ]
 
@@ -437,10 +438,10 @@ def log_group_writer_policy(sid: str, log_group_arn: str) -> dict[str, Any]:
     }
 
 
-def gang_stop_policy(stack: str) -> dict[str, Any]:
+def gang_stop_policy(stack_id: str) -> dict[str, Any]:
     """All or nothing (boot/gpu-cluster-nodes.sh): the oldest node of a partial gang reads why
     the others did not launch and scales its own stack's group to 0 (scoped by the group's
-    stack tag: Auto Scaling "Tags for security", autoscaling:ResourceTag); it says why through
+    stack-id tag: Auto Scaling "Tags for security", autoscaling:ResourceTag); it says why through
     node_alerts_policy."""
     return {
         "Version": "2012-10-17",
@@ -456,7 +457,9 @@ def gang_stop_policy(stack: str) -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": "autoscaling:UpdateAutoScalingGroup",
                 "Resource": "*",
-                "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{STACK_TAG}": stack}},
+                "Condition": {
+                    "StringEquals": {f"autoscaling:ResourceTag/{STACK_ID_TAG}": stack_id}
+                },
             },
         ],
     }

@@ -28,23 +28,20 @@ class SecretNameError(ValueError):
         )
 
 
-def secrets_path(cluster: str) -> str:
-    """The SSM parameter hierarchy holding one cluster's secrets."""
-    return f"/gpu-cluster/{cluster}/secrets"
-
-
 def secrets_path_arn(partition: str, region: str, account_id: str, path: str) -> str:
     return f"arn:{partition}:ssm:{region}:{account_id}:parameter{path}"
 
 
 def store_secrets(
     cluster: str,
+    path: str,
     values: dict[str, pulumi.Input[str]],
     kms_key_arn: pulumi.Input[str],
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
 ) -> list[aws.ssm.Parameter]:
-    """One SecureString parameter per secret, encrypted with the cluster key. The value stays
+    """One SecureString parameter per secret under ``path`` (names.secrets_path), encrypted
+    with the cluster key. The value stays
     a Pulumi secret: encrypted in state and masked in every preview. A name a job could not
     get as an environment variable is refused (SecretNameError) before anything is created:
     the stack config checks the same (infra/secrets_config.py), a program giving GpuCluster
@@ -55,7 +52,7 @@ def store_secrets(
     return [
         aws.ssm.Parameter(
             child_name(cluster, f"secret-{secret.lower().replace('_', '-')}"),
-            name=f"{secrets_path(cluster)}/{secret}",
+            name=f"{path}/{secret}",
             type="SecureString",
             key_id=kms_key_arn,
             value=pulumi.Output.secret(value),

@@ -10,7 +10,14 @@ import pulumi_aws as aws
 import pulumiverse_time
 from gpu_cluster.components.images import repository_arns
 from gpu_cluster.components.kms import create_cluster_key
-from gpu_cluster.components.naming import child_name, unique_name
+from gpu_cluster.components.names import (
+    StackIdentity,
+    autoscaling_role_suffix,
+    key_alias,
+    log_group_prefixes,
+    runtime_identity,
+)
+from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import (
     SSM_MANAGED_POLICY,
     ec2_assume_role_policy,
@@ -29,8 +36,8 @@ class ClusterSecurityArgs:
     extra_key_arns: list[pulumi.Input[str]] = field(default_factory=list)
     protect_key: bool = True
     autoscaling: bool = False  # nodes launched by an Auto Scaling group
-    scope: str = ""  # see naming.unique_name
-    cluster: str | None = None  # the cluster tag value nodes report their health under
+    identity: StackIdentity | None = None  # whose names (None: the running stack's)
+    cluster: str | None = None  # a cluster's nodes report their health (by the stack-id tag)
     secrets_path: str | None = None  # the SSM hierarchy of the cluster's secrets, if any
     jobs_path: str | None = None  # the SSM hierarchy of its training jobs (`gpuc run`), if any
     alert_topic: bool = False  # an SNS topic under this key that Budgets and alarms publish to
@@ -69,6 +76,7 @@ class ClusterSecurity(pulumi.ComponentResource):
         self, name: str, args: ClusterSecurityArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-cluster:security:ClusterSecurity", name, None, opts)
+        identity = args.identity or runtime_identity(args.cluster or name, args.region)
         self.autoscaling_role = None
         self.autoscaling_role_arn: pulumi.Output[str] | None = None
         if args.autoscaling:
@@ -77,7 +85,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             self.autoscaling_role = aws.iam.ServiceLinkedRole(
                 child_name(name, "autoscaling-role"),
                 aws_service_name="autoscaling.amazonaws.com",
-                custom_suffix=unique_name(name, args.scope),
+                custom_suffix=autoscaling_role_suffix(identity),
                 description=f"gpu-cluster {name}: launches the node group",
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self),
@@ -94,13 +102,9 @@ class ClusterSecurity(pulumi.ComponentResource):
             protect=args.protect_key,
             parent=self,
             autoscaling_role_arn=self.autoscaling_role.arn if self.autoscaling_role else None,
-            scope=args.scope,
-            # the stack's flow-log and node-event log groups (named after the cluster)
-            log_group_prefixes=(
-                (f"/gpu-cluster/{args.cluster}-", f"/aws/events/gpu-cluster/{args.cluster}-")
-                if args.cluster
-                else ()
-            ),
+            alias_name=key_alias(identity),
+            # the stack's flow-log and node-event log groups (components/names.py)
+            log_group_prefixes=log_group_prefixes(identity) if args.cluster else (),
             alert_publishers=args.alert_topic,
         )
         child = pulumi.ResourceOptions(parent=self)
@@ -130,7 +134,7 @@ class ClusterSecurity(pulumi.ComponentResource):
                 node_access_policy(
                     values[0],
                     list(values[3:]),
-                    args.cluster,
+                    identity.stack_id if args.cluster else None,
                     secrets_path_arn(values[1], args.region, values[2], args.secrets_path)
                     if args.secrets_path
                     else None,

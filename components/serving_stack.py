@@ -17,7 +17,14 @@ from gpu_cluster.components.cluster import StorageArgs
 from gpu_cluster.components.cost_controls import CostControls
 from gpu_cluster.components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService
 from gpu_cluster.components.launch_template import RootVolume
-from gpu_cluster.components.naming import CLUSTER_TAG, bounded_name, child_name, unique_name
+from gpu_cluster.components.names import (
+    StackIdentity,
+    load_balancer_name,
+    model_metrics_log_group,
+    runtime_identity,
+    target_group_name,
+)
+from gpu_cluster.components.naming import CLUSTER_TAG, child_name
 from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
 from gpu_cluster.components.policies import log_group_writer_policy
 from gpu_cluster.components.purchase import OnDemand, Purchase
@@ -46,7 +53,7 @@ class ServingStackArgs:
     ami_id: str | None = None
     ami_release: str | None = None
     root_volume: RootVolume = field(default_factory=RootVolume)
-    scope: str = ""
+    identity: StackIdentity | None = None  # whose names (None: the running stack's)
     cost_controls: CostControls = field(default_factory=CostControls)
     existing_network: ExistingNetwork | None = None  # the user's VPC and subnets
     tags: dict[str, str] = field(default_factory=dict)
@@ -63,6 +70,7 @@ class ServingStack(pulumi.ComponentResource):
         partition = aws.get_partition_output(opts=invoke).partition
         bucket_arn = pulumi.Output.concat("arn:", partition, ":s3:::", args.storage.bucket_name)
         serving = args.serving
+        ids = args.identity or runtime_identity(name, args.region)
         self.security = ClusterSecurity(
             child_name(name, "security"),
             ClusterSecurityArgs(
@@ -73,7 +81,7 @@ class ServingStack(pulumi.ComponentResource):
                 extra_key_arns=[args.storage.data_key_arn] if args.storage.data_key_arn else [],
                 protect_key=False,
                 autoscaling=True,
-                scope=args.scope,
+                identity=ids,
                 cluster=name,
                 alert_topic=args.cost_controls.alerts,
                 tags=args.tags,
@@ -101,7 +109,7 @@ class ServingStack(pulumi.ComponentResource):
                 region=args.region,
                 account_id=identity.account_id,
                 kms_key_arn=self.security.key.arn,
-                scope=args.scope,
+                identity=ids,
                 extra_zones=extra_zones,
                 existing=args.existing_network,
                 tags=args.tags,
@@ -122,7 +130,7 @@ class ServingStack(pulumi.ComponentResource):
         metrics_port = TRITON_METRICS_PORT if serving.server_kind == "triton" else None
         metrics_group = aws.cloudwatch.LogGroup(
             child_name(name, "model-server-metrics"),
-            name=f"/gpu-cluster/{name}-model-server-metrics",
+            name=model_metrics_log_group(ids, ""),
             kms_key_id=self.security.key.arn,
             retention_in_days=365,
             tags=args.tags,
@@ -153,7 +161,7 @@ class ServingStack(pulumi.ComponentResource):
                     warmup_seconds=serving.warmup_seconds,
                     lifecycle_hook=LIFECYCLE_HOOK,
                     metrics_port=metrics_port,
-                    metrics_log_group=f"/gpu-cluster/{name}-model-server-metrics",
+                    metrics_log_group=model_metrics_log_group(ids, ""),
                 )
             )
         )
@@ -162,12 +170,8 @@ class ServingStack(pulumi.ComponentResource):
             InferenceArgs(
                 serving=serving,
                 facts=args.facts,
-                load_balancer_name=bounded_name(f"gpuc-{unique_name(name, args.scope)}"),
-                # the port is in the name: a new port is a new target group, created before
-                # the old one is deleted (a fixed name would collide)
-                target_group_name=bounded_name(
-                    f"gpuc-{unique_name(name, args.scope)}-{serving.port}"
-                ),
+                load_balancer_name=load_balancer_name(ids, ""),
+                target_group_name=target_group_name(ids, "", serving.port),
                 region=args.region,
                 account_id=identity.account_id,
                 partition=partition,
@@ -200,7 +204,8 @@ class ServingStack(pulumi.ComponentResource):
             child_name(name, "cost"),
             CostControlArgs(
                 controls=args.cost_controls,
-                stack=args.tags.get("gpu-cluster:stack", name),
+                stack=ids.stack,
+                identity=ids,
                 region=args.region,
                 account_id=identity.account_id,
                 partition=partition,

@@ -30,7 +30,13 @@ from gpu_cluster.components.cost_controls import (
     stop_target,
 )
 from gpu_cluster.components.jobs import JOB_COMMAND
-from gpu_cluster.components.naming import child_name
+from gpu_cluster.components.names import (
+    StackIdentity,
+    budget_name,
+    runtime_identity,
+    schedule_description,
+)
+from gpu_cluster.components.naming import STACK_ID_TAG, child_name
 from gpu_cluster.components.policies import assume_role_policy
 
 
@@ -47,6 +53,7 @@ class CostControlArgs:
     group: aws.autoscaling.Group | None = None  # the cluster's node group
     serving_min: int | None = None  # a service: its minimum (scaling sizes it from there)
     cluster: str = ""  # the cluster tag value its nodes publish Activity under
+    identity: StackIdentity | None = None  # whose names and tags (None: the running stack's)
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -57,6 +64,7 @@ class StackCostControls(pulumi.ComponentResource):
         self, name: str, args: CostControlArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-cluster:cost:StackCostControls", name, None, opts)
+        self.identity = args.identity or runtime_identity(args.cluster or args.stack, args.region)
         self.args = args
         self.child = pulumi.ResourceOptions(parent=self)
         controls = args.controls
@@ -196,7 +204,9 @@ class StackCostControls(pulumi.ComponentResource):
                 lambda v: json.dumps(
                     scheduler_policy(
                         *v[:4],
-                        checkpoint=checkpoint_command_statements(v[4], a.region, v[5], a.stack)
+                        checkpoint=checkpoint_command_statements(
+                            v[4], a.region, v[5], self.identity.stack_id
+                        )
                         if checkpoint
                         else None,
                     )
@@ -217,7 +227,7 @@ class StackCostControls(pulumi.ComponentResource):
         def schedule(suffix: str, expression: str, timezone: str, target, description: str):
             return aws.scheduler.Schedule(
                 child_name(name, suffix),
-                description=f"gpu-cluster {name}: {description}",
+                description=schedule_description(name, self.identity, description),
                 schedule_expression=expression,
                 schedule_expression_timezone=timezone,
                 flexible_time_window={"mode": "OFF"},
@@ -234,7 +244,9 @@ class StackCostControls(pulumi.ComponentResource):
         def checkpoint_first(
             suffix: str, expression: str, timezone: str, stop_at: datetime | None, reason: str
         ) -> None:
-            command = checkpoint_command(a.stack, stop_at, reason, JOB_COMMAND)
+            command = checkpoint_command(
+                self.identity.stack_id, stop_at, reason, JOB_COMMAND
+            )
             schedule(
                 suffix,
                 expression,
@@ -303,18 +315,18 @@ class StackCostControls(pulumi.ComponentResource):
             # Account-wide (management or standalone account only); kept when the stack goes.
             aws.costexplorer.CostAllocationTag(
                 child_name(name, "cost-allocation-tag"),
-                tag_key="gpu-cluster:stack",
+                tag_key=STACK_ID_TAG,
                 status="Active",
                 opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
         created = aws.budgets.Budget(
             child_name(name, "budget"),
-            name=f"gpu-cluster-{a.stack}",
+            name=budget_name(self.identity),
             budget_type="COST",
             limit_amount=f"{budget.monthly_usd:.2f}",
             limit_unit="USD",
             time_unit="MONTHLY",
-            cost_filters=budget_filter(a.stack),
+            cost_filters=budget_filter(self.identity.stack_id),
             notifications=notifications,
             tags=a.tags,
             opts=self.child,

@@ -28,6 +28,14 @@ from gpu_cluster.components.boot_files import CONSTANTS, boot_script, fill
 from gpu_cluster.components.boot_files import RENDEZVOUS_PORT as RENDEZVOUS_PORT
 from gpu_cluster.components.boot_files import flush_left as flush_left
 from gpu_cluster.components.jobs import JOB_LOG_DIR
+from gpu_cluster.components.names import (
+    DEFAULT_PROJECT,
+    StackIdentity,
+    alerts_topic_parameter,
+    bundle_folder,
+    jobs_path,
+    replacements_parameter,
+)
 
 SCRATCH_MOUNT = "/mnt/nvme"
 DATA_MOUNT = "/mnt/data"
@@ -60,6 +68,12 @@ class BootConfig:
     internet: bool = True  # a NAT gateway: installs from outside AWS's regional buckets work
     stack: str = ""  # the stack's name, for the commands a node's alerts give
     gang_timeout_seconds: int = 0  # all or nothing (boot/gpu-cluster-nodes.sh); 0: off
+    identity: StackIdentity | None = None  # whose names (None: this project's stack `stack`)
+
+    @property
+    def names(self) -> StackIdentity:
+        stack = self.stack or self.cluster
+        return self.identity or StackIdentity(DEFAULT_PROJECT, stack, self.region, self.cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +261,14 @@ def render_user_data(boot: BootConfig) -> str:
         "JOB_USER": JOB_USER,
         "JOBS_LOG_GROUP": shlex.quote(boot.jobs_log_group),
         "JOB_LOG_DIR": shlex.quote(JOB_LOG_DIR),
-        "STACK": shlex.quote(boot.stack or boot.cluster),
+        "STACK": shlex.quote(boot.names.stack),
+        # the names the nodes use, computed once (components/names.py), never in the scripts
+        "STACK_ID": shlex.quote(boot.names.stack_id),
+        "JOBS_PATH": shlex.quote(jobs_path(boot.names)),
+        "ALERTS_PARAMETER": shlex.quote(alerts_topic_parameter(boot.names)),
+        "REPLACEMENTS_PATH": shlex.quote(replacements_parameter(boot.names)),
         "GANG_TIMEOUT": str(boot.gang_timeout_seconds),
-        "BUNDLE_KEY": shlex.quote(bundle_key(boot.cluster, boot.stack or boot.cluster)),
+        "BUNDLE_KEY": shlex.quote(bundle_key(bundle_folder(boot.names))),
         "BUNDLE_SHA256": bundle_sha256(),
     }
     steps = cluster_steps(boot)

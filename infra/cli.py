@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.infra.outcome import AWS, INPUT, OK, USAGE, CommandError, from_exception, report
 from gpu_cluster.infra.overrides import add_override_options
 
@@ -45,8 +46,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return run_diff(args.stacks, args.stack, args.saved, args.overrides, args.json)
 
 
-def job_target(stack: str, region: str | None) -> tuple[str, str, dict[str, str]]:
-    """(cluster name, region, stack file settings) of a stack jobs run on. Every jobs command
+def job_target(stack: str, region: str | None) -> tuple[StackIdentity, str, dict[str, str]]:
+    """(its names' identity, region, stack file settings) of a stack jobs run on: the names
+    are the program's (components/names.py), whatever clusterName is. Every jobs command
     refuses, with one message each: a stack without a stack file (its file names the cluster
     and the region; the stacks and a did-you-mean are listed), the data stack, an inference
     stack."""
@@ -54,7 +56,8 @@ def job_target(stack: str, region: str | None) -> tuple[str, str, dict[str, str]
 
     settings = job_stack_settings(stack)
     cluster = settings.get("gpu-cluster:clusterName") or stack
-    return cluster, stack_region(stack, region, settings), settings
+    region = stack_region(stack, region, settings)
+    return StackIdentity(DEFAULT_PROJECT, stack, region, cluster), region, settings
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -223,7 +226,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     args.region = stack_region(args.stack, args.region)
     nodes = list_nodes(client("ec2", args.region), args.region)
     if args.stack:
-        nodes = [n for n in nodes if args.stack in (n.stack, n.cluster)]
+        stack = StackIdentity(DEFAULT_PROJECT, args.stack, args.region, args.stack)
+        nodes = [n for n in nodes if n.belongs_to(stack)]
     unowned = {n.instance_id for n in orphans(nodes, available_stacks(project_root()))}
     if args.json:
         rows = [vars(n) | {"noStackFile": n.instance_id in unowned} for n in nodes]
@@ -250,6 +254,25 @@ def cmd_status(args: argparse.Namespace) -> int:
     return OK
 
 
+def owns_bucket(settings: dict[str, str]) -> bool:
+    """storage.source create: the stack's own bucket, log bucket and KMS key are protected."""
+    try:
+        storage = json.loads(settings.get("gpu-cluster:storage") or "{}")
+    except ValueError:
+        return False
+    return isinstance(storage, dict) and storage.get("source") == "create"
+
+
+def kept_data_note(stack: str) -> str:
+    return (
+        f"stack '{stack}' owns its bucket (storage.source create): its bucket, log bucket and KMS "
+        "key are protected, so a plain `pulumi destroy` fails in its preview and deletes nothing "
+        f"(GPU nodes included). Stop paying with `pulumi destroy -s {stack} --exclude-protected`; "
+        "sweep leaves the bucket, the key that encrypts it and the Auto Scaling service-linked "
+        "role the key's policy names"
+    )
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws import client
     from gpu_cluster.infra.aws.sweep import Sweeper
@@ -270,6 +293,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         region=args.region,
         stack=args.stack,
         cluster=settings.get("gpu-cluster:clusterName") or args.stack,
+        keeps_data=owns_bucket(settings),
     )
     leftovers = sweeper.find()
     total = sum(leftover.usd_per_hour for leftover in leftovers)
@@ -292,8 +316,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         json.dump([vars(leftover) for leftover in leftovers], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return OK
+    if sweeper.keeps_data:
+        print(kept_data_note(args.stack), file=sys.stderr)
     if not leftovers:
-        print(f"nothing tagged gpu-cluster:stack={args.stack} is left in {args.region}")
+        stack_id = sweeper.identity.stack_id  # what sweep matches (another region's is not it)
+        print(f"nothing tagged gpu-cluster:stack-id={stack_id} is left in {args.region}")
         return OK
     print(f"Left behind by stack '{args.stack}' in {args.region}:")
     for leftover in leftovers:

@@ -14,7 +14,8 @@ from gpu_cluster.components.cluster import GpuCluster, GpuClusterArgs, StorageAr
 from gpu_cluster.components.data_vault import DataVault, DataVaultArgs
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.lustre import LustreSize
-from gpu_cluster.components.naming import cluster_tags, default_bucket_name
+from gpu_cluster.components.names import StackIdentity, default_bucket_name
+from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.purchase import (
     BLOCK_END_MARGIN,
     CapacityBlock,
@@ -41,16 +42,19 @@ from gpu_cluster.infra.network_check import (
 from gpu_cluster.infra.network_check import describe_live as describe_network_live
 from gpu_cluster.infra.secrets_config import secret_value
 from gpu_cluster.infra.spec import DEFAULT_DATA_STACK, PROJECT
-from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
+from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData, stack_identity
 from gpu_cluster.infra.validation.purchase import check_live_reservation
 
 
-def data_bucket_name(
-    cluster: str, account_id: pulumi.Input[str], region: str
-) -> pulumi.Output[str]:
+def identity_of(spec: ResolvedCluster | ResolvedData) -> StackIdentity:
+    """The stack's identity in the project the program runs in (components/names.py)."""
+    return stack_identity(spec, pulumi.get_project())
+
+
+def data_bucket_name(identity: StackIdentity, account_id: pulumi.Input[str]) -> pulumi.Output[str]:
     """Globally unique and predictable, so IAM policies can name it before it exists."""
     return pulumi.Output.from_input(account_id).apply(
-        lambda account: default_bucket_name(cluster, account, region)
+        lambda account: default_bucket_name(identity, account)
     )
 
 
@@ -70,7 +74,7 @@ def storage_args(spec: ResolvedCluster) -> StorageArgs:
         )
     account = aws.get_caller_identity_output().account_id
     return StorageArgs(
-        bucket_name=storage.bucket or data_bucket_name(spec.name, account, spec.region), create=True
+        bucket_name=storage.bucket or data_bucket_name(identity_of(spec), account), create=True
     )
 
 
@@ -128,10 +132,10 @@ def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
         ami_id=spec.ami.id,
         ami_release=spec.ami.release,
         root_volume=node_root_volume(spec),
-        scope="" if spec.name == spec.stack else spec.stack,
+        identity=identity_of(spec),
         cost_controls=spec.cost_controls,
         existing_network=spec.existing_network,
-        tags=cluster_tags(spec.name, spec.tags, spec.stack),
+        tags=cluster_tags(identity_of(spec), spec.tags),
     )
 
 
@@ -213,12 +217,12 @@ def cluster_args(
         nat_gateway=spec.network.nat_gateway,
         public_ip=spec.network.public_ip,
         existing_network=spec.existing_network,
-        scope="" if spec.name == spec.stack else spec.stack,
+        identity=identity_of(spec),
         container_network=spec.container_network,
         secrets=cluster_secrets(spec.secrets) if secrets is None else secrets,
         cost_controls=spec.cost_controls,
         image_repositories=spec.image_repositories,
-        tags=cluster_tags(spec.name, spec.tags, spec.stack),
+        tags=cluster_tags(identity_of(spec), spec.tags),
     )
 
 
@@ -306,14 +310,15 @@ def cost_notes(spec: ResolvedCluster, estimate, ami_min_root_gib: int) -> list[s
 def vault_args(spec: ResolvedData) -> DataVaultArgs:
     identity = aws.get_caller_identity_output()
     return DataVaultArgs(
-        bucket_name=spec.bucket or data_bucket_name(spec.name, identity.account_id, spec.region),
+        bucket_name=spec.bucket or data_bucket_name(identity_of(spec), identity.account_id),
         account_id=identity.account_id,
         partition=aws.get_partition_output().partition,
         region=spec.region,
         audit_trail=spec.audit_trail,
         ebs_encryption_by_default=spec.ebs_encryption_by_default,
         snapshot_block_public_access=spec.snapshot_block_public_access,
-        tags=cluster_tags(spec.name, spec.tags),
+        identity=identity_of(spec),
+        tags=cluster_tags(identity_of(spec), spec.tags),
     )
 
 
@@ -393,13 +398,13 @@ def check_reservation(
             block_end_unknown(spec, reservation_id, f"EC2 could not be read: {error}")
         pulumi.log.warn(f"could not check {field} {reservation_id}: {error}")
         return None
-    if isinstance(purchase, CapacityBlock) and facts.end_date is None:
-        block_end_unknown(spec, reservation_id, "EC2 gave the block no end date")
     problems = check_live_reservation(
         purchase, facts, spec.facts.instance_type, spec.availability_zone, spec.node_count
     )
     if problems:
         raise ConfigError(spec.stack, problems)
+    if isinstance(purchase, CapacityBlock) and facts.end_date is None:
+        block_end_unknown(spec, reservation_id, "EC2 gave the block no end date")
     return facts
 
 

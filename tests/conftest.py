@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import botocore_limits
 import pytest
+from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from gpu_cluster.infra.stack_files import load_stack_config, project_root
 
-botocore_limits.install()  # every boto3 request checked against the model's max, as AWS does
+# Every botocore request checked against the service model as AWS checks it (max, pattern,
+# enum): this process's, and those of the AWS CLI and `gpuc` the tests run as subprocesses
+# (tests/model_checked/sitecustomize.py; the boot harness's `aws` names the record itself).
+# Each refusal is recorded in one file; _no_request_aws_refuses fails the test that made it.
+MODEL_RECORD = Path(tempfile.mkdtemp(prefix="botocore-limits-")) / "refused.jsonl"
+MODEL_RECORD.touch()
+MODEL_RECORD.chmod(0o666)  # the harness's job user runs the AWS CLI too
+MODEL_RECORD.parent.chmod(0o755)
+botocore_limits.install(str(MODEL_RECORD))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(Path(__file__).parent / "model_checked"), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 
 # boto3 code is only ever tested against moto; make any real endpoint unreachable.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -28,6 +42,13 @@ TRAIN_LIKE = {
     "gpu-cluster:nodes": "4",
     "gpu-cluster:storage": '{"source": "stack", "stack": "organization/gpu-cluster/data"}',
 }
+
+
+def stack_names(
+    stack: str = "train", region: str = "us-east-1", cluster: str | None = None
+) -> StackIdentity:
+    """A stack of this project as the program and gpuc name it (components/names.py)."""
+    return StackIdentity(DEFAULT_PROJECT, stack, region, cluster or stack)
 
 
 def plan_stack(stack: str) -> Plan:
@@ -51,6 +72,23 @@ def only(plan: Plan, type_: str):
 
 def plan_config(config: dict[str, str], stack: str = "test") -> Plan:
     return run_plan(stack, config)
+
+
+@pytest.fixture(autouse=True)
+def _no_request_aws_refuses():
+    """A test fails when any request it made (in process or in a subprocess) is one AWS would
+    refuse, even when the code under test caught the error (tests/botocore_limits.py)."""
+    MODEL_RECORD.write_text("")
+    botocore_limits.take()
+    yield
+    botocore_limits.take()
+    lines = MODEL_RECORD.read_text().splitlines()
+    refused = [json.loads(line)["refused"] for line in lines if line.strip()]
+    if refused:
+        pytest.fail(
+            "request(s) AWS would refuse (botocore's service model):\n" + "\n".join(refused),
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from gpu_cluster.components.cidr import (
     max_nodes,
     usable_addresses,
 )
+from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.components.naming import child_name, cluster_tags, merge_tags
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,7 +47,9 @@ def test_capacity_math_is_consistent(nodes, ips_per_node):
 
 def test_child_names_and_tags():
     assert child_name("train", "vpc") == "train-vpc"
-    tags = cluster_tags("train", {"team": "ml", "gpu-cluster:name": "spoofed"})
+    identity = StackIdentity("gpu-cluster", "train", "us-east-1", "train")
+    tags = cluster_tags(identity, {"team": "ml", "gpu-cluster:name": "spoofed"})
     assert tags["gpu-cluster:name"] == "train"  # the cluster tag cannot be overridden
+    assert tags["gpu-cluster:stack-id"] == "gpu-cluster/train/us-east-1"
     assert tags["team"] == "ml" and tags["managed-by"] == "gpu-cluster"
     assert merge_tags({"a": "1"}, None, {"a": "2", "b": "3"}) == {"a": "2", "b": "3"}

@@ -24,6 +24,7 @@ TRAIN = load_stack_config("train", ROOT)
 WORKING_HOURS = json.dumps(
     {"days": "MON-FRI", "start": "08:00", "stop": "18:00", "timezone": "UTC"}
 )
+TRAIN_ID = "gpu-cluster/train/us-east-1"  # the stack-id tag: project/stack/region
 
 
 def planned(config: dict, stack: str, **extra: str):
@@ -157,7 +158,7 @@ def test_the_jobs_checkpoint_before_the_maximum_lifetime_stops_the_cluster():
     assert checkpoint["target"]["arn"] == "arn:aws:scheduler:::aws-sdk:ssm:sendCommand"
     request = json.loads(checkpoint["target"]["input"])
     assert request["DocumentName"] == "AWS-RunShellScript"
-    assert request["Targets"] == [{"Key": "tag:gpu-cluster:stack", "Values": ["train"]}]
+    assert request["Targets"] == [{"Key": "tag:gpu-cluster:stack-id", "Values": [TRAIN_ID]}]
     (command,) = request["Parameters"]["commands"]
     program, verb, notice = shlex.split(command)
     assert (program, verb) == ("/usr/local/sbin/gpu-cluster-jobs", "checkpoint")
@@ -167,14 +168,15 @@ def test_the_jobs_checkpoint_before_the_maximum_lifetime_stops_the_cluster():
         "reason": "expiresAt",
     }
     (group,) = plan.of_type("aws:autoscaling/group:Group")
-    stack_tag = {"key": "gpu-cluster:stack", "value": "train", "propagateAtLaunch": True}
+    stack_tag = {"key": "gpu-cluster:stack-id", "value": TRAIN_ID, "propagateAtLaunch": True}
     assert stack_tag in group.inputs["tags"]  # what the command targets
     access = policy_of(plan, "train-cost-scheduler-access")
     statements = {s["Sid"]: s for s in access["Statement"]}
     nodes = statements["CheckpointThisStacksNodes"]
     assert nodes["Action"] == "ssm:SendCommand"
     assert nodes["Resource"] == "arn:aws:ec2:us-east-1:123456789012:instance/*"
-    assert nodes["Condition"] == {"StringEquals": {"ssm:resourceTag/gpu-cluster:stack": "train"}}
+    condition = {"StringEquals": {"ssm:resourceTag/gpu-cluster:stack-id": TRAIN_ID}}
+    assert nodes["Condition"] == condition
     document = statements["CheckpointBeforeStop"]["Resource"]
     assert document == "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
 
@@ -184,7 +186,7 @@ def test_the_budget_filters_on_the_stack_tag_and_alerts_the_topic():
     (budget,) = plan.of_type(BUDGET)
     assert budget.inputs["limitAmount"] == "300.00" and budget.inputs["timeUnit"] == "MONTHLY"
     assert budget.inputs["costFilters"] == [
-        {"name": "TagKeyValue", "values": ["user:gpu-cluster:stack$dev"]}
+        {"name": "TagKeyValue", "values": ["user:gpu-cluster:stack-id$gpu-cluster/dev/us-east-1"]}
     ]
     topic = plan.state(plan.named("dev-cost-alerts"))["arn"]
     thresholds = {(n["threshold"], n["notificationType"]) for n in budget.inputs["notifications"]}

@@ -14,14 +14,20 @@ from pathlib import Path
 
 import pytest
 from boot_harness import JOB_USER, P4D, BootNode
-from gpu_cluster.components.jobs import jobs_log_group, workdir_key
+from conftest import stack_names
+from gpu_cluster.components.jobs import workdir_key
+from gpu_cluster.components.names import jobs_log_group
 from gpu_cluster.infra.workdir import PackedWorkdir, pack_workdir
 from test_boot_harness import ONE_NODE, TRAIN
 from test_boot_harness import make_node as make_node  # the fixture
 from test_jobs import booted
 from wheels import wheel
 
-BOOT = replace(TRAIN, jobs_log_group=jobs_log_group("train"))
+TRAIN_IDS = stack_names()  # the program's and gpuc's names of stack train
+
+
+
+BOOT = replace(TRAIN, jobs_log_group=jobs_log_group(TRAIN_IDS))
 LISTING = "/gpu-cluster/train/jobs/pretrain\t/gpu-cluster/train/jobs/pretrain/nodes/i-0aaa"
 # torchrun on the node: where it ran, in which environment, with what
 TORCHRUN = (

@@ -11,7 +11,8 @@ from pathlib import Path
 import boto3
 import pytest
 import yaml
-from gpu_cluster.components.jobs import job_bucket_parameter
+from conftest import stack_names
+from gpu_cluster.components.names import job_bucket_parameter
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.errors import Problem
 from gpu_cluster.infra.job_file import (
@@ -26,6 +27,7 @@ from moto import mock_aws
 from test_jobs import capture_sends, cluster_key, nodes
 
 REGION = "us-east-1"
+TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 BUCKET = "train-bucket"
 
 
@@ -222,7 +224,7 @@ def cluster(monkeypatch) -> list[str]:
     capture_sends(monkeypatch)
     boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
     boto3.client("ssm", region_name=REGION).put_parameter(
-        Name=job_bucket_parameter("train", "train"), Value=BUCKET, Type="String"
+        Name=job_bucket_parameter(TRAIN_IDS), Value=BUCKET, Type="String"
     )
     return ours
 
@@ -381,7 +383,8 @@ def test_a_workdir_holding_credentials_uploads_and_starts_nothing(tmp_path, caps
 
 @mock_aws
 def test_the_files_workdir_is_uploaded_once_and_the_spec_names_it(tmp_path, capsys, monkeypatch):
-    from gpu_cluster.components.jobs import job_parameter, workdir_key
+    from gpu_cluster.components.jobs import workdir_key
+    from gpu_cluster.components.names import job_parameter
 
     cluster(monkeypatch)
     path = job_file(
@@ -399,7 +402,7 @@ def test_the_files_workdir_is_uploaded_once_and_the_spec_names_it(tmp_path, caps
     s3 = boto3.client("s3", region_name=REGION)
     (stored,) = s3.list_objects_v2(Bucket=BUCKET)["Contents"]
     ssm = boto3.client("ssm", region_name=REGION)
-    parameter = ssm.get_parameter(Name=job_parameter("train", "pretrain"), WithDecryption=True)
+    parameter = ssm.get_parameter(Name=job_parameter(TRAIN_IDS, "pretrain"), WithDecryption=True)
     spec = json.loads(parameter["Parameter"]["Value"])
     assert stored["Key"] == spec["workdir"]["key"] == workdir_key(spec["workdir"]["sha256"])
     assert spec["workdir"]["sha256"].startswith(found.group(1))

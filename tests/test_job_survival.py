@@ -27,8 +27,9 @@ import boto3
 import pytest
 from boot_fakes import FakeImds
 from boot_harness import G5, JOB_USER, BootNode, put_boot_bundle_in, user_group
-from gpu_cluster.components.jobs import cluster_key_alias, job_parameter, jobs_log_group
-from gpu_cluster.components.naming import CLUSTER_TAG, MANAGED_BY_TAG, STACK_TAG
+from conftest import stack_names
+from gpu_cluster.components.names import job_parameter, jobs_log_group, key_alias
+from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.user_data import render_user_data
 from gpu_cluster.infra.aws.jobs import run_job
 from test_boot_harness import TRAIN
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 REGION = "us-east-1"
+TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 CHECKPOINT_EVERY = 20
 RENDEZVOUS = "last_call_timeout=3,join_timeout=120"
 
@@ -50,6 +52,8 @@ TRAIN_PY = """
 import datetime, json, os, signal, time
 import torch
 import torch.distributed as dist
+
+
 
 sim = os.environ["SIM_DIR"]
 node = os.path.basename(os.path.dirname(os.environ["GPUC_ROOT"]))
@@ -108,7 +112,7 @@ def cluster_group(endpoint: str, count: int) -> tuple[list[dict], str]:
         LaunchTemplateData={"ImageId": image, "InstanceType": "g5.xlarge"},
     )
     subnet = ec2.describe_subnets()["Subnets"][0]
-    tags = {CLUSTER_TAG: "train", STACK_TAG: "train", **MANAGED_BY_TAG}
+    tags = cluster_tags(TRAIN_IDS)  # as the program tags the nodes (the stack id too)
     autoscaling.create_auto_scaling_group(
         AutoScalingGroupName="train-nodes-group",
         LaunchTemplate={"LaunchTemplateName": "train-nodes-lt"},
@@ -120,7 +124,7 @@ def cluster_group(endpoint: str, count: int) -> tuple[list[dict], str]:
     )
     kms = boto3.client("kms", region_name=REGION, endpoint_url=endpoint)
     kms.create_alias(
-        AliasName=cluster_key_alias("train"), TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"]
+        AliasName=key_alias(TRAIN_IDS), TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"]
     )
     return running(ec2), subnet["VpcId"]
 
@@ -151,7 +155,7 @@ class Cluster:
             efa_interfaces=0,
             nvswitch=False,
             row_remapping=False,
-            jobs_log_group=jobs_log_group("train"),
+            jobs_log_group=jobs_log_group(TRAIN_IDS),
             stack="train",
         )
         self.user_data = render_user_data(boot)
@@ -231,7 +235,7 @@ def started_after(sim: Path, moment: float, world: int, node: str | None = None)
 
 
 def report(ssm, instance_id: str) -> dict:
-    name = f"{job_parameter('train', 'pretrain')}/nodes/{instance_id}"
+    name = f"{job_parameter(TRAIN_IDS, 'pretrain')}/nodes/{instance_id}"
     return json.loads(ssm.get_parameter(Name=name)["Parameter"]["Value"])
 
 
@@ -248,7 +252,7 @@ def cluster(moto_server, tmp_path, request):
 
 def start_job(cluster: Cluster, name: str = "pretrain", env: dict | None = None):
     spec, ids, _ = run_job(
-        cluster.ec2, cluster.ssm, REGION, "train", "train", cluster_key_alias("train"), name,
+        cluster.ec2, cluster.ssm, REGION, "train", TRAIN_IDS, key_alias(TRAIN_IDS), name,
         ["python", "train.py"], max_restarts=10,
         env={"SIM_DIR": str(cluster.sim), "GLOO_SOCKET_IFNAME": "lo",
              "GPUC_RDZV_CONF": RENDEZVOUS, **(env or {})},

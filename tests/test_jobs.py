@@ -13,8 +13,8 @@ import time
 import boto3
 import pytest
 from botocore.stub import Stubber
-from conftest import TRAIN_LIKE, plan_config
-from gpu_cluster.components.jobs import cluster_key_alias, job_parameter, jobs_log_group
+from conftest import TRAIN_LIKE, plan_config, stack_names
+from gpu_cluster.components.names import job_parameter, jobs_log_group, key_alias
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.aws.job_command import start_failure
 from gpu_cluster.infra.aws.jobs import (
@@ -29,6 +29,7 @@ from gpu_cluster.infra.aws.jobs import (
 from moto import mock_aws
 
 REGION = "us-east-1"
+TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 
 
 def tagged(stack: str) -> list[dict]:
@@ -56,7 +57,7 @@ def nodes(stack: str, count: int) -> list[str]:
 def cluster_key(cluster: str) -> None:
     kms = boto3.client("kms", region_name=REGION)
     key = kms.create_key()["KeyMetadata"]["KeyId"]
-    kms.create_alias(AliasName=cluster_key_alias(cluster), TargetKeyId=key)
+    kms.create_alias(AliasName=key_alias(stack_names(cluster)), TargetKeyId=key)
 
 
 def capture_sends(monkeypatch) -> list[dict]:
@@ -94,7 +95,7 @@ def test_run_sends_the_job_to_every_running_node_of_the_stack_and_no_other(capsy
     (sent,) = sends
     assert sorted(sent["InstanceIds"]) == ours and sent["DocumentName"] == "AWS-RunShellScript"
     assert sent["Parameters"]["commands"] == ["/usr/local/sbin/gpu-cluster-jobs start train"]
-    stored = ssm.get_parameter(Name=job_parameter("train", "train"), WithDecryption=True)
+    stored = ssm.get_parameter(Name=job_parameter(TRAIN_IDS, "train"), WithDecryption=True)
     assert stored["Parameter"]["Type"] == "SecureString"
     assert json.loads(stored["Parameter"]["Value"])["state"] == "active"
     assert cli.main(["jobs", "--stack", "train", "--json"]) == 0
@@ -105,7 +106,7 @@ def test_run_sends_the_job_to_every_running_node_of_the_stack_and_no_other(capsy
     assert len(run) == 12
     for node, run_id in ((ours[0], run), (ours[1], "earlier-run")):
         ssm.put_parameter(
-            Name=f"{job_parameter('train', 'train')}/nodes/{node}",
+            Name=f"{job_parameter(TRAIN_IDS, 'train')}/nodes/{node}",
             Value=json.dumps(
                 {"state": "running", "run": run_id, "updated": "2020-01-01T00:00:00Z"}
             ),
@@ -144,7 +145,7 @@ def test_a_job_name_already_running_is_refused(capsys):
     capsys.readouterr()
     # cancelled: the name is free again, and a node that boots later does not start it
     ssm = boto3.client("ssm", region_name=REGION)
-    stored = ssm.get_parameter(Name=job_parameter("train", "pretrain"), WithDecryption=True)
+    stored = ssm.get_parameter(Name=job_parameter(TRAIN_IDS, "pretrain"), WithDecryption=True)
     assert json.loads(stored["Parameter"]["Value"])["state"] == "cancelled"
     assert run_pretrain("b.py") == 0
 
@@ -187,7 +188,7 @@ def test_a_node_ssm_cannot_reach_means_nothing_is_started(monkeypatch):
     ec2, ssm, stub = stubbed_run(monkeypatch, ["i-01", "i-02"], online=["i-01"])
     with stub:
         with pytest.raises(JobError, match="i-02 of stack 'train' are not reachable by SSM"):
-            run_job(ec2, ssm, REGION, "train", "train", "alias/x", "pretrain", ["python", "a.py"])
+            run_job(ec2, ssm, REGION, "train", TRAIN_IDS, "alias/x", "pretrain", ["python", "a.py"])
         # no PutParameter, no SendCommand (the cluster's jobs, for a free port, not read)
         assert stub._queue and stub._queue[0]["operation_name"] == "GetParametersByPath"
 
@@ -199,10 +200,10 @@ def test_a_failed_send_leaves_no_job_behind(monkeypatch):
     ec2, ssm, stub = stubbed_run(monkeypatch, [node], online=[node])
     stub.add_response("put_parameter", {"Version": 1})
     stub.add_client_error("send_command", "AccessDeniedException")
-    stub.add_response("delete_parameter", {}, {"Name": job_parameter("train", "pretrain")})
+    stub.add_response("delete_parameter", {}, {"Name": job_parameter(TRAIN_IDS, "pretrain")})
     with stub:
         with pytest.raises(AwsError, match="ssm:SendCommand"):
-            run_job(ec2, ssm, REGION, "train", "train", "alias/x", "pretrain", ["python", "a.py"])
+            run_job(ec2, ssm, REGION, "train", TRAIN_IDS, "alias/x", "pretrain", ["python", "a.py"])
         stub.assert_no_pending_responses()
 
 
@@ -216,7 +217,7 @@ def started_spec(created: str = "2026-12-01T12:00:00Z") -> JobSpec:
 def report_parameter(node: str, state: str, updated: str, detail: str = "") -> dict:
     value = {"state": state, "detail": detail, "restarts": 0, "updated": updated}
     return {
-        "Name": f"{job_parameter('train', 'pretrain')}/nodes/{node}",
+        "Name": f"{job_parameter(TRAIN_IDS, 'pretrain')}/nodes/{node}",
         "Type": "String",
         "Value": json.dumps(value),
     }
@@ -257,7 +258,7 @@ def test_a_job_that_exits_at_once_on_every_node_is_reported_node_by_node():
         },
     )
     with stub:
-        check = watch_start(ssm, "train", started_spec(), COMMAND_ID, ["i-01", "i-02"], 30,
+        check = watch_start(ssm, TRAIN_IDS, started_spec(), COMMAND_ID, ["i-01", "i-02"], 30,
                             sleep=lambda _: None)  # fmt: skip
     assert check.not_started == {"i-01": "gpu-cluster-jobs: cannot read job pretrain"}
     assert check.failed == {"i-02": "exit 1"} and check.all_failed(2)
@@ -278,7 +279,7 @@ def test_a_job_still_running_at_the_end_of_the_watch_is_started():
             {"Parameters": [report_parameter("i-01", "running", "2026-12-01T12:00:03Z")]},
         )
     with stub:
-        check = watch_start(ssm, "train", started_spec(), COMMAND_ID, ["i-01", "i-02"], 30,
+        check = watch_start(ssm, TRAIN_IDS, started_spec(), COMMAND_ID, ["i-01", "i-02"], 30,
                             sleep=lambda _: None, clock=lambda: next(clock))  # fmt: skip
         stub.assert_no_pending_responses()  # polled until the deadline, not longer
     assert not check.all_failed(2) and check.reported == 1
@@ -298,7 +299,7 @@ def test_gpuc_run_marks_a_job_that_failed_everywhere_failed_and_exits_non_zero(c
     err = capsys.readouterr().err
     assert "did not keep running on any node" in err and "exit 2" in err
     stored = boto3.client("ssm", region_name=REGION).get_parameter(
-        Name=job_parameter("train", "train"), WithDecryption=True
+        Name=job_parameter(TRAIN_IDS, "train"), WithDecryption=True
     )
     spec = json.loads(stored["Parameter"]["Value"])
     assert spec["state"] == "failed" and spec["env"] == {"EPOCHS": "3"}  # no node starts it
@@ -356,7 +357,7 @@ def job_spec(state: str = "active") -> str:
 def job_node(make_node, state: str = "active"):
     listing = "/gpu-cluster/train/jobs/pretrain\t/gpu-cluster/train/jobs/pretrain/nodes/i-0aaa"
     node = make_node(
-        replace(TRAIN, jobs_log_group=jobs_log_group("train")),
+        replace(TRAIN, jobs_log_group=jobs_log_group(TRAIN_IDS)),
         aws=[
             ("get-parameters-by-path", listing),
             ("ssm get-parameter", job_spec(state)),
@@ -577,7 +578,7 @@ def test_run_and_jobs_end_to_end_against_a_moto_server(moto_server):
     )  # fmt: skip
     kms = boto3.client("kms", region_name=REGION, endpoint_url=moto_server)
     key = kms.create_key()["KeyMetadata"]["KeyId"]
-    kms.create_alias(AliasName=cluster_key_alias("train"), TargetKeyId=key)
+    kms.create_alias(AliasName=key_alias(TRAIN_IDS), TargetKeyId=key)
 
     def gpuc(*args: str):
         return gpuc_at(moto_server, *args)
@@ -613,10 +614,10 @@ def test_logs_interleave_every_nodes_output_of_one_job_by_time(capsys):
     import time
 
     logs = boto3.client("logs", region_name=REGION)
-    group = jobs_log_group("train")
+    group = jobs_log_group(TRAIN_IDS)
     now = int(time.time() * 1000)  # Logs refuses events older than 14 days
     boto3.client("ssm", region_name=REGION).put_parameter(  # the job exists (gpuc run)
-        Name=job_parameter("train", "pretrain"), Value=started_spec().to_json(), Type="String"
+        Name=job_parameter(TRAIN_IDS, "pretrain"), Value=started_spec().to_json(), Type="String"
     )
     logs.create_log_group(logGroupName=group)
     for node, events in {
@@ -645,6 +646,8 @@ def test_logs_interleave_every_nodes_output_of_one_job_by_time(capsys):
 
 WORKER = r"""
 import os, signal, sys, time
+
+
 out = sys.argv[1]
 def got(*_):  # written whole, then named: the test never reads a half-written file
     open(out + "/usr1.tmp", "w").write("usr1")
@@ -804,7 +807,7 @@ def test_gpuc_run_names_the_nodes_a_job_failed_on_while_the_others_run(capsys, m
     assert f"failed at once on some nodes:\n  {ours[0]}: exit 1" in err
     assert "marked failed" not in err
     stored = boto3.client("ssm", region_name=REGION).get_parameter(
-        Name=job_parameter("train", "train"), WithDecryption=True
+        Name=job_parameter(TRAIN_IDS, "train"), WithDecryption=True
     )
     assert json.loads(stored["Parameter"]["Value"])["state"] == "active"  # elastic: it runs on
 

@@ -9,7 +9,8 @@ import re
 
 import boto3
 import pytest
-from gpu_cluster.components.jobs import job_parameter
+from conftest import stack_names
+from gpu_cluster.components.names import job_parameter
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.aws.jobs import JobSpec
 from gpu_cluster.infra.outcome import INPUT
@@ -17,6 +18,7 @@ from moto import mock_aws
 from test_jobs import capture_sends, cluster_key, nodes
 
 REGION = "us-east-1"
+TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 # each jobs command, with what it needs besides --stack
 COMMANDS = {
     "run": ["--watch", "0", "--", "python", "train.py"],
@@ -52,7 +54,7 @@ def message(out: str, err: str) -> str:
 def stored_job(name: str = "pretrain", cluster: str = "train") -> JobSpec:
     spec = JobSpec(name, ["python", "train.py"], created="2026-12-01T12:00:00Z", run="r" * 12)
     boto3.client("ssm", region_name=REGION).put_parameter(
-        Name=job_parameter(cluster, name), Value=spec.to_json(), Type="String"
+        Name=job_parameter(stack_names(cluster), name), Value=spec.to_json(), Type="String"
     )
     return spec
 
@@ -111,7 +113,7 @@ def test_a_job_that_does_not_exist_gets_one_message_from_jobs_logs_and_cancel(ca
     assert "did you mean 'pretrain'?" in text and "its jobs: eval, pretrain" in text
     # nothing was cancelled on the way
     ssm = boto3.client("ssm", region_name=REGION)
-    spec = ssm.get_parameter(Name=job_parameter("train", "pretrain"))["Parameter"]["Value"]
+    spec = ssm.get_parameter(Name=job_parameter(TRAIN_IDS, "pretrain"))["Parameter"]["Value"]
     assert json.loads(spec)["state"] == "active"
 
 
@@ -183,7 +185,7 @@ def test_a_node_s_setup_or_pull_failure_is_shown_under_its_node_and_unchanged_in
         (ours[1], {"state": "failed", "detail": "image pull failed (exit 1): manifest unknown"}),
     ):
         ssm.put_parameter(
-            Name=f"{job_parameter('train', 'pretrain')}/nodes/{node}",
+            Name=f"{job_parameter(TRAIN_IDS, 'pretrain')}/nodes/{node}",
             Value=json.dumps({**report, "run": spec.run, "updated": "2026-12-01T12:01:00Z"}),
             Type="String",
         )

@@ -24,14 +24,16 @@ import boto3
 import pytest
 import test_job_survival
 from boot_harness import JOB_USER, put_boot_bundle_in
-from conftest import gpuc_at
-from gpu_cluster.components.jobs import job_parameter
-from gpu_cluster.components.naming import CLUSTER_TAG, MANAGED_BY_TAG, STACK_TAG
+from conftest import gpuc_at, stack_names
+from gpu_cluster.components.names import job_parameter
+from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from test_job_survival import REGION, Cluster, running, wait_for
 from wheels import wheel
+
+TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 
 torch = pytest.importorskip("torch", reason="the real torchrun (pip install -e '.[test]')")
 pytestmark = test_job_survival.pytestmark  # root and iproute2: each node's own address
@@ -151,7 +153,7 @@ class Deployment:
             LaunchTemplateData={"ImageId": image, "InstanceType": "g5.xlarge"},
         )
         subnet = self.ec2.describe_subnets()["Subnets"][0]
-        tags = {CLUSTER_TAG: "train", STACK_TAG: "train", **MANAGED_BY_TAG}
+        tags = cluster_tags(TRAIN_IDS)  # as the program tags the nodes (the stack id too)
         self.autoscaling.create_auto_scaling_group(
             AutoScalingGroupName=group["name"],
             LaunchTemplate={"LaunchTemplateName": TEMPLATE},
@@ -317,7 +319,7 @@ def test_a_users_whole_path(moto_server, tmp_path):
             cluster.nodes[instance_id].wait_unit("gpu-cluster-job@pretrain", timeout=120)
             report = json.loads(
                 cluster.ssm.get_parameter(
-                    Name=f"{job_parameter('train', 'pretrain')}/nodes/{instance_id}"
+                    Name=f"{job_parameter(TRAIN_IDS, 'pretrain')}/nodes/{instance_id}"
                 )["Parameter"]["Value"]
             )
             assert report["state"] == "done"

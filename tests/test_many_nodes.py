@@ -11,7 +11,8 @@ import json
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from gpu_cluster.components.jobs import job_parameter
+from conftest import stack_names
+from gpu_cluster.components.names import job_parameter
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.aws.batches import chunks
 from gpu_cluster.infra.aws.jobs import JobSpec, cancel_job, run_job, unreachable, watch_start
@@ -20,6 +21,7 @@ from moto import mock_aws
 from test_jobs import capture_sends, cluster_key, nodes
 
 REGION = "us-east-1"
+TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 
 
 def test_chunks_keeps_every_item_in_order_in_batches_of_at_most_the_size():
@@ -46,7 +48,7 @@ def test_run_and_cancel_reach_every_node_of_a_stack_past_fifty(capsys, monkeypat
     assert started["commandId"] == started["commandIds"][0]
     spec = json.loads(
         boto3.client("ssm", region_name=REGION).get_parameter(
-            Name=job_parameter("train", "train"), WithDecryption=True
+            Name=job_parameter(TRAIN_IDS, "train"), WithDecryption=True
         )["Parameter"]["Value"]
     )
     assert spec["nodes"] == count
@@ -131,11 +133,11 @@ def test_a_batch_that_cannot_be_sent_undoes_the_batches_before_it(monkeypatch):
     first, second = chunks(nodes_, 50)
     stub.add_response("send_command", command("c" * 36), sent_to(first))
     stub.add_client_error("send_command", "ThrottlingException", expected_params=sent_to(second))
-    stub.add_response("delete_parameter", {}, {"Name": job_parameter("train", "pretrain")})
+    stub.add_response("delete_parameter", {}, {"Name": job_parameter(TRAIN_IDS, "pretrain")})
     stub.add_response("send_command", command("d" * 36), sent_to(first, "stop"))
     with stub:
         with pytest.raises(AwsError, match="ssm:SendCommand") as raised:
-            run_job(None, ssm, REGION, "train", "train", "alias/x", "pretrain", ["python", "a"])
+            run_job(None, ssm, REGION, "train", TRAIN_IDS, "alias/x", "pretrain", ["python", "a"])
         stub.assert_no_pending_responses()
     message = str(raised.value)
     assert "ThrottlingException" in message and raised.value.code == "ThrottlingException"
@@ -149,7 +151,7 @@ def test_a_run_past_a_hundred_nodes_keeps_the_command_of_every_batch(monkeypatch
         stub.add_response("send_command", command(f"{n}" * 36), sent_to(batch))
     with stub:
         spec, told, command_ids = run_job(
-            None, ssm, REGION, "train", "train", "alias/x", "pretrain", ["python", "a"]
+            None, ssm, REGION, "train", TRAIN_IDS, "alias/x", "pretrain", ["python", "a"]
         )
         stub.assert_no_pending_responses()
     assert told == nodes_ and spec.nodes == 120
@@ -178,7 +180,7 @@ def test_cancel_tells_every_batch_and_names_the_nodes_a_failed_batch_did_not_rea
     stub.add_response("send_command", command("b" * 36), sent_to(third, "stop"))  # still sent
     with stub:
         with pytest.raises(AwsError, match="InternalServerError") as raised:
-            cancel_job(None, ssm, REGION, "train", "train", "alias/x", "pretrain")
+            cancel_job(None, ssm, REGION, "train", TRAIN_IDS, "alias/x", "pretrain")
         stub.assert_no_pending_responses()
     message = str(raised.value)
     assert "the stop did not reach 50 of 120 node(s)" in message
@@ -202,6 +204,6 @@ def test_the_start_watch_reads_the_invocations_of_every_batchs_command():
     stub.add_response("get_parameters_by_path", {"Parameters": []})
     spec = JobSpec("pretrain", ["python", "a"], created="2026-12-01T12:00:00Z", nodes=60)
     with stub:
-        check = watch_start(ssm, "train", spec, ["a" * 36, "b" * 36], nodes_, 0,
+        check = watch_start(ssm, TRAIN_IDS, spec, ["a" * 36, "b" * 36], nodes_, 0,
                             sleep=lambda _: None, clock=lambda: 0.0)  # fmt: skip
     assert check.not_started == {nodes_[3]: "Undeliverable", nodes_[55]: "Undeliverable"}

@@ -45,13 +45,16 @@ def test_the_schedules_stop_tells_the_clusters_jobs_to_checkpoint_first():
     assert checkpoint["target"]["roleArn"] == stop["target"]["roleArn"]
     request = json.loads(checkpoint["target"]["input"])
     assert request["DocumentName"] == "AWS-RunShellScript"
-    assert request["Targets"] == [{"Key": "tag:gpu-cluster:stack", "Values": ["train"]}]
+    assert request["Targets"] == [
+        {"Key": "tag:gpu-cluster:stack-id", "Values": ["gpu-cluster/train/us-east-1"]}
+    ]
     (command,) = request["Parameters"]["commands"]
     assert shlex.split(command)[:2] == [JOB_COMMAND, "checkpoint"]
     access = statements(plan, "train-cost-scheduler-access")
     nodes = access["CheckpointThisStacksNodes"]
     assert nodes["Action"] == "ssm:SendCommand"
-    assert nodes["Condition"] == {"StringEquals": {"ssm:resourceTag/gpu-cluster:stack": "train"}}
+    stack_id = {"ssm:resourceTag/gpu-cluster:stack-id": "gpu-cluster/train/us-east-1"}
+    assert nodes["Condition"] == {"StringEquals": stack_id}
     document = access["CheckpointBeforeStop"]["Resource"]
     assert document == "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
 
@@ -63,7 +66,9 @@ def test_the_dev_boxs_schedule_checkpoints_its_jobs_too():
     checkpoint = schedules(plan)["dev-cost-schedule-checkpoint"]
     assert checkpoint["scheduleExpression"] == "cron(45 17 ? * MON-FRI *)"
     request = json.loads(checkpoint["target"]["input"])
-    assert request["Targets"] == [{"Key": "tag:gpu-cluster:stack", "Values": ["dev"]}]
+    assert request["Targets"] == [
+        {"Key": "tag:gpu-cluster:stack-id", "Values": ["gpu-cluster/dev/us-east-1"]}
+    ]
 
 
 def test_a_service_on_a_schedule_has_no_checkpoint():

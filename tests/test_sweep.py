@@ -9,7 +9,9 @@ import os
 
 import boto3
 import pytest
-from conftest import ROOT
+from conftest import ROOT, stack_names
+from gpu_cluster.components.names import budget_name, schedule_description
+from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.infra import stack_files as cli_stack_files
 from gpu_cluster.infra.aws.sweep import Sweeper
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, kind_name
@@ -19,16 +21,13 @@ from moto import mock_aws
 REGION = "us-east-1"
 
 
+def tag_list(stack: str, region: str = REGION) -> list[dict[str, str]]:
+    """The tags the program gives every resource of `stack` (its stack id among them)."""
+    return [{"Key": k, "Value": v} for k, v in cluster_tags(stack_names(stack, region)).items()]
+
+
 def tags(stack: str, kind: str) -> list[dict]:
-    return [
-        {
-            "ResourceType": kind,
-            "Tags": [
-                {"Key": "gpu-cluster:stack", "Value": stack},
-                {"Key": "managed-by", "Value": "gpu-cluster"},
-            ],
-        }
-    ]
+    return [{"ResourceType": kind, "Tags": tag_list(stack)}]
 
 
 def build_cluster(stack: str) -> dict[str, str]:
@@ -83,7 +82,7 @@ def build_cluster(stack: str) -> dict[str, str]:
     logs = boto3.client("logs", region_name=REGION)
     logs.create_log_group(
         logGroupName=f"/aws/events/gpu-cluster/{stack}-nodes",
-        tags={"gpu-cluster:stack": stack},
+        tags=cluster_tags(stack_names(stack, REGION)),
     )
     return {
         "vpc": vpc["VpcId"],
@@ -152,7 +151,8 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
     left = [f for f in sweeper("train").find() if f.usd_per_hour > 0]
     assert left == []
     assert main(["sweep", "--stack", "train"]) == 0
-    assert "nothing tagged gpu-cluster:stack=train" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "nothing tagged gpu-cluster:stack-id=gpu-cluster/train/us-east-1" in out
     # the other stack's resources are untouched
     other = {f.resource_id for f in sweeper("other").find()}
     assert {theirs["instance"], theirs["nat"], theirs["volume"]} <= other
@@ -200,12 +200,12 @@ def test_a_leftover_lustre_file_system_is_found_priced_and_deleted():
         "Lifecycle": "AVAILABLE",
         "StorageCapacity": 2400,
         "LustreConfiguration": {"PerUnitStorageThroughput": 500},
-        "Tags": [{"Key": "gpu-cluster:stack", "Value": "train"}],
+        "Tags": tag_list("train"),
     }
     other = {
         **system,
         "FileSystemId": "fs-0fedcba9876543210",
-        "Tags": [{"Key": "gpu-cluster:stack", "Value": "other"}],
+        "Tags": tag_list("other"),
     }
     stub.add_response("describe_file_systems", {"FileSystems": [system, other]})
     stub.add_response(
@@ -289,11 +289,7 @@ def test_sweep_and_status_look_in_the_stacks_own_region(monkeypatch, capsys):
     )
     ec2 = boto3.client("ec2", region_name="eu-west-1")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    tags = [
-        {"Key": "gpu-cluster:stack", "Value": "euro"},
-        {"Key": "gpu-cluster:name", "Value": "euro"},
-        {"Key": "managed-by", "Value": "gpu-cluster"},
-    ]
+    tags = tag_list("euro", "eu-west-1")
     ec2.run_instances(
         ImageId=image,
         InstanceType="g5.xlarge",
@@ -312,7 +308,7 @@ def test_sweep_and_status_look_in_the_stacks_own_region(monkeypatch, capsys):
 def build_controls(stack: str) -> dict[str, str]:
     """What a stack's network, serving, cost controls and identity leave if `pulumi destroy`
     stops half way (names as Pulumi gives them: logical name, dash, random suffix)."""
-    stack_tags = [{"Key": "gpu-cluster:stack", "Value": stack}]
+    stack_tags = tag_list(stack)
     ec2 = boto3.client("ec2", region_name=REGION)
     vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16", TagSpecifications=tags(stack, "vpc"))["Vpc"]
     subnets = [
@@ -389,7 +385,7 @@ def build_controls(stack: str) -> dict[str, str]:
     schedule = f"{stack}-cost-schedule-stop-8e9f0a1"
     scheduler.create_schedule(
         Name=schedule,
-        Description=f"gpu-cluster {stack}-cost: stop at 20:00",
+        Description=schedule_description(f"{stack}-cost", stack_names(stack), "stop at 20:00"),
         ScheduleExpression="cron(0 20 * * ? *)",
         FlexibleTimeWindow={"Mode": "OFF"},
         Target={"Arn": topic, "RoleArn": f"arn:aws:iam::123456789012:role/{role}"},
@@ -398,14 +394,14 @@ def build_controls(stack: str) -> dict[str, str]:
     boto3.client("budgets", region_name=REGION).create_budget(
         AccountId=account,
         Budget={
-            "BudgetName": f"gpu-cluster-{stack}",
+            "BudgetName": budget_name(stack_names(stack)),
             "BudgetLimit": {"Amount": "100", "Unit": "USD"},
             "TimeUnit": "MONTHLY",
             "BudgetType": "COST",
         },
     )
     kms = boto3.client("kms", region_name=REGION)
-    key = kms.create_key(Tags=[{"TagKey": "gpu-cluster:stack", "TagValue": stack}])
+    key = kms.create_key(Tags=[{"TagKey": t["Key"], "TagValue": t["Value"]} for t in stack_tags])
     key_id = key["KeyMetadata"]["KeyId"]
     kms.create_alias(AliasName=f"alias/gpu-cluster/{stack}-security", TargetKeyId=key_id)
     return {
@@ -456,7 +452,7 @@ def test_sweep_finds_the_network_controls_and_identity_a_stack_left_and_deletes_
     } <= kinds, kinds
     ids = {f.resource_id for f in found}
     assert {ours[k] for k in ("vpc", "balancer", "role", "profile", "topic", "rule", "key")} <= ids
-    assert ours["schedule"] in ids and "gpu-cluster-train" in ids
+    assert ours["schedule"] in ids and budget_name(stack_names("train")) in ids
     assert not {theirs[k] for k in theirs} & ids  # nothing of the other stack
     balancer = next(f for f in found if f.kind == "load balancer")
     assert balancer.usd_per_hour == pytest.approx(0.0225)
@@ -553,7 +549,7 @@ def test_a_key_this_caller_cannot_read_is_not_the_stacks_and_does_not_stop_the_l
     )
     stub.add_response(
         "list_resource_tags",
-        {"Tags": [{"TagKey": "gpu-cluster:stack", "TagValue": "train"}]},
+        {"Tags": [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in tag_list("train")]},
         {"KeyId": "ours"},
     )
     stub.add_response("describe_key", {"KeyMetadata": {"KeyId": "ours", "KeyState": "Enabled"}})
@@ -667,3 +663,43 @@ def test_rules_naming_another_group_are_revoked_before_the_groups_are_deleted():
         leftovers = [Leftover("security group", g, "", 0.0) for g in (alb, nodes)]
         assert probe.delete_all(leftovers) == []
     stub.assert_no_pending_responses()
+
+
+@mock_aws
+def test_a_sweep_in_one_region_leaves_the_same_stack_of_another_region_alone():
+    """IAM roles, instance profiles, service-linked roles and budgets are account-wide: the
+    live `train` of us-east-1 carries the stack tag `train` too. Sweeping `train` in eu-west-1
+    matches by the stack id (project/stack/region), so it finds the leftovers of eu-west-1's
+    `train` and none of us-east-1's; a role of an older gpu-cluster (no stack id) is not
+    claimed either."""
+    live = build_controls("train")  # us-east-1, running
+    iam = boto3.client("iam", region_name=REGION)
+    trust = iam.get_role(RoleName=live["role"])["Role"]["AssumeRolePolicyDocument"]
+    west = tag_list("train", "eu-west-1")
+    iam.create_role(
+        RoleName="train-security-node-role-9z8y7x6",
+        AssumeRolePolicyDocument=json.dumps(trust),
+        Tags=west,
+    )
+    iam.create_role(
+        RoleName="train-security-node-role-0ld0ld0",
+        AssumeRolePolicyDocument=json.dumps(trust),
+        Tags=[{"Key": "gpu-cluster:stack", "Value": "train"}],
+    )
+    from gpu_cluster.infra.cli import SWEPT_SERVICES
+
+    probe = Sweeper(
+        **{service: boto3.client(service, region_name="eu-west-1") for service in SWEPT_SERVICES},
+        region="eu-west-1",
+        stack="train",
+    )
+    leftovers = probe.find()
+    found = {(f.kind, f.resource_id) for f in leftovers}
+    assert ("IAM role", "train-security-node-role-9z8y7x6") in found
+    ids = {resource_id for _, resource_id in found}
+    assert not {live["role"], live["profile"], "train-security-node-role-0ld0ld0"} & ids
+    assert budget_name(stack_names("train")) not in ids  # us-east-1's budget
+    probe.delete_all(leftovers)
+    assert iam.get_role(RoleName=live["role"])["Role"]["RoleName"] == live["role"]
+    names = {r["RoleName"] for r in iam.list_roles()["Roles"]}
+    assert "train-security-node-role-9z8y7x6" not in names

@@ -29,7 +29,7 @@
 # (gpu-cluster-jobs checkpoint) and get GPUC_CHECKPOINT_GRACE seconds (120). But a failure
 # every new node shares (no FSx client for the AMI's kernel, a bad driver) would replace nodes
 # forever: each replacement is counted per failure in SSM (replacements/<failure> under the
-# stack's /gpu-cluster/$CLUSTER/$STACK, the last hour's times and instances), and once one
+# stack's $REPLACEMENTS_PATH, the last hour's times and instances), and once one
 # failure has replaced 3 nodes within the hour the next node stays in the group, failed, and
 # the stack's alert topic says why (ParallelCluster likewise stops launching into a queue after
 # repeated bootstrap failures: User Guide, "Slurm cluster protected mode"). It is not scaled to
@@ -139,7 +139,7 @@ check_steps() {
 alert() {
   local topic
   topic=$(aws ssm get-parameter --region "$REGION" --with-decryption --output text \
-    --name "/gpu-cluster/$CLUSTER/$STACK/alerts-topic" --query Parameter.Value) \
+    --name "$ALERTS_PARAMETER" --query Parameter.Value) \
     && aws sns publish --region "$REGION" --topic-arn "$topic" --message "$2" \
       --subject "gpu-cluster $CLUSTER: $1" >/dev/null || log "no alert: $1"
 }
@@ -148,7 +148,7 @@ alert() {
 # the last hour); 1 and an alert when that failure has replaced 3 nodes already
 replacing() {
   local name=${2%%,*} kept
-  name=/gpu-cluster/$CLUSTER/$STACK/replacements/${name//[^A-Za-z0-9_.-]/_}
+  name=$REPLACEMENTS_PATH/${name//[^A-Za-z0-9_.-]/_}
   kept=$(aws ssm get-parameter --region "$REGION" --name "${name::250}" --output text \
     --query Parameter.Value 2>/dev/null | tr ' ' '\n' | awk -F@ -v ORS=' ' -v now="$(date +%s)" \
     -v self="$1" 'NF == 2 && now - $1 < 3600 && $2 != self')

@@ -31,7 +31,7 @@ export STEP=jobs
 . "${GPUC_ROOT:-}/usr/local/lib/gpu-cluster/lib.sh"
 # shellcheck source=gpu-cluster-job-code.sh
 . "$R/usr/local/lib/gpu-cluster/job-code.sh"
-JOBS="/gpu-cluster/$CLUSTER/jobs"
+JOBS=$JOBS_PATH
 SPECS="$ETC/jobs"
 
 spec_field() {  # spec_field FILE FIELD: one field of a job spec, shell-quoted lists joined
@@ -126,7 +126,8 @@ rendezvous_host() {
   local mac vpc
   mac=$(imds mac) && vpc=$(imds "network/interfaces/macs/$mac/vpc-id") || return 1
   aws ec2 describe-instances --region "$REGION" --output text \
-    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$vpc" \
+    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" \
+      "Name=tag:{{STACK_ID_TAG}},Values=$STACK_ID" "Name=vpc-id,Values=$vpc" \
       "Name=instance-state-name,Values=pending,running" \
     --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress,Tags[?Key==`gpu-cluster:health`]|[0].Value]' \
     | sort | awk '$4 !~ /^failed/ {print $2, $3; exit}'

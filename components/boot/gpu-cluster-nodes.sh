@@ -28,7 +28,8 @@ VPC=$(imds "network/interfaces/macs/$MAC/vpc-id") || give_up "no VPC id from IMD
 list_nodes() {
   local rows
   rows=$(aws ec2 describe-instances --region "$REGION" \
-    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$VPC" \
+    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" \
+              "Name=tag:{{STACK_ID_TAG}},Values=$STACK_ID" "Name=vpc-id,Values=$VPC" \
               "Name=instance-state-name,Values=pending,running" \
     --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress]' \
     --output text) || return 1
@@ -93,7 +94,7 @@ gang_stop() {  # gang_stop HAVE: tell the alert topic why, then scale the group 
   log "$message"
   # the alert first: once the group is at 0 this node is being terminated
   topic=$(aws ssm get-parameter --region "$REGION" --with-decryption --output text \
-    --name "/gpu-cluster/$CLUSTER/$STACK/alerts-topic" --query Parameter.Value) || topic=""
+    --name "$ALERTS_PARAMETER" --query Parameter.Value) || topic=""
   publish "not all nodes launched; scaling to 0" "$message"
   if ! aws autoscaling update-auto-scaling-group --region "$REGION" --auto-scaling-group-name \
     "$GROUP" --min-size 0 --desired-capacity 0; then

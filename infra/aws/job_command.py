@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_cluster.components.jobs import (
-    cluster_key_alias,
-    workdir_key,
-)
+from gpu_cluster.components.jobs import workdir_key
+from gpu_cluster.components.names import StackIdentity, key_alias
 from gpu_cluster.infra.aws import call, client
 from gpu_cluster.infra.aws.job_image import ImageError, check_image, image_context, parse_image
 from gpu_cluster.infra.aws.jobs import (
@@ -140,7 +138,7 @@ def no_such_job(stack: str, name: str, names: list[str]) -> CommandError:
     )
 
 
-def known_job(ssm: Any, stack: str, cluster: str, name: str) -> JobSpec:
+def known_job(ssm: Any, stack: str, cluster: StackIdentity, name: str) -> JobSpec:
     spec = existing_job(ssm, cluster, name)
     if spec is None:
         raise no_such_job(stack, name, [status.spec.name for status in list_jobs(ssm, cluster)])
@@ -254,7 +252,7 @@ def check_largest_spec(request: JobRequest) -> None:
 
 
 def code_in_bucket(
-    ssm: Any, s3: Any, cluster: str, stack: str, packed: PackedWorkdir
+    ssm: Any, s3: Any, cluster: StackIdentity, stack: str, packed: PackedWorkdir
 ) -> bool | None:
     """Whether the stack's bucket holds this archive already, so the upload is skipped (None
     when it cannot be told here: run_job then says what is missing or refused)."""
@@ -292,7 +290,7 @@ def checked_image(request: JobRequest, stack: str, region: str, settings: dict[s
 
 def command_run(
     stack: str,
-    cluster: str,
+    cluster: StackIdentity,
     region: str,
     flags: RunFlags,
     as_json: bool,
@@ -309,7 +307,7 @@ def command_run(
     ec2, ssm = _clients(region)
     s3 = client("s3", region) if packed is not None else None
     present = code_in_bucket(ssm, s3, cluster, stack, packed) if packed is not None else None
-    key = cluster_key_alias(cluster)
+    key = key_alias(cluster)
     try:
         spec, nodes, command_ids = run_job(
             ec2, ssm, region, stack, cluster, key, request.name, request.command,
@@ -464,7 +462,7 @@ def job_lines(status: JobStatus) -> list[str]:
 
 
 def command_jobs(
-    cluster: str, region: str, stack: str, as_json: bool, job: str | None = None
+    cluster: StackIdentity, region: str, stack: str, as_json: bool, job: str | None = None
 ) -> int:
     """The stack's jobs (or the one --job names: one object under --json) on each node."""
     _, ssm = _clients(region)
@@ -485,11 +483,13 @@ def command_jobs(
     return OK
 
 
-def command_cancel(stack: str, cluster: str, region: str, name: str, as_json: bool = False) -> int:
+def command_cancel(
+    stack: str, cluster: StackIdentity, region: str, name: str, as_json: bool = False
+) -> int:
     ec2, ssm = _clients(region)
     known_job(ssm, stack, cluster, name)
     try:
-        nodes = cancel_job(ec2, ssm, region, stack, cluster, cluster_key_alias(cluster), name)
+        nodes = cancel_job(ec2, ssm, region, stack, cluster, key_alias(cluster), name)
     except JobError as error:
         raise _failed(error) from error
     if as_json:
@@ -504,7 +504,7 @@ FOLLOW_SECONDS = 5
 
 def command_logs(
     stack: str,
-    cluster: str,
+    cluster: StackIdentity,
     region: str,
     name: str,
     node: str | None,

@@ -1,7 +1,7 @@
 """`gpuc run`, `gpuc jobs`, `gpuc cancel`: training jobs on a stack's running nodes.
 
 A job's spec (command, restarts, environment, state) is one SSM SecureString parameter under
-the cluster key, `/gpu-cluster/<cluster>/jobs/<name>` (components/jobs.py), so a node that
+the cluster key, `/gpu-cluster/<stack's part>/jobs/<name>` (components/names.py), so a node that
 joins later finds it at boot. Each node runs it under a systemd unit of its own
 (boot/gpu-cluster-job.sh) and reports its state under `.../jobs/<name>/nodes/<instance id>`.
 The nodes are found by the stack's tag in the stack's region, as `gpuc status` finds them: no
@@ -29,11 +29,14 @@ from gpu_cluster.components.jobs import (
     JOB_ENV_ALLOWED,
     NODE_ENV_NAMES,
     NODE_ENV_PREFIXES,
+    workdir_key,
+)
+from gpu_cluster.components.names import (
+    StackIdentity,
     job_bucket_parameter,
     job_parameter,
     jobs_log_group,
     jobs_path,
-    workdir_key,
 )
 from gpu_cluster.infra.aws import call, client, paginate
 from gpu_cluster.infra.aws.batches import (
@@ -183,9 +186,13 @@ def free_port(jobs: list[JobSpec]) -> int:
     )
 
 
-def stack_nodes(ec2: Any, region: str, stack: str) -> list[Node]:
-    """The stack's running nodes (its tag), never another stack's."""
-    return [n for n in list_nodes(ec2, region) if n.stack == stack and n.state == "running"]
+def stack_nodes(ec2: Any, cluster: StackIdentity) -> list[Node]:
+    """The stack's running nodes (its stack-id tag), never another stack's."""
+    return [
+        n
+        for n in list_nodes(ec2, cluster.region)
+        if n.belongs_to(cluster) and n.state == "running"
+    ]
 
 
 # A job's spec is one SSM parameter of the standard tier: its value at most 4 KB (Systems
@@ -214,9 +221,9 @@ def check_spec_size(spec: JobSpec) -> None:
         )
 
 
-def stack_bucket(ssm: Any, cluster: str, stack: str) -> str:
+def stack_bucket(ssm: Any, cluster: StackIdentity, stack: str) -> str:
     """The stack's bucket, as `pulumi up` recorded it (components/jobs.job_bucket_parameter)."""
-    name = job_bucket_parameter(cluster, stack)
+    name = job_bucket_parameter(cluster)
     try:
         parameter = call(ssm, "ssm", "GetParameter", Name=name, WithDecryption=True)
     except AwsError as error:
@@ -239,7 +246,7 @@ def check_name(name: str) -> None:
         )
 
 
-def existing_job(ssm: Any, cluster: str, name: str) -> JobSpec | None:
+def existing_job(ssm: Any, cluster: StackIdentity, name: str) -> JobSpec | None:
     try:
         parameter = call(
             ssm, "ssm", "GetParameter", Name=job_parameter(cluster, name), WithDecryption=True
@@ -314,7 +321,9 @@ def failed_starts(ssm: Any, command_ids: str | list[str]) -> dict[str, str]:
     }
 
 
-def store_spec(ssm: Any, cluster: str, key_alias: str, spec: JobSpec, **extra: Any) -> None:
+def store_spec(
+    ssm: Any, cluster: StackIdentity, key_alias: str, spec: JobSpec, **extra: Any
+) -> None:
     """The job's spec, encrypted with the cluster key, replacing the last one."""
     call(
         ssm,
@@ -383,7 +392,7 @@ def run_job(
     ssm: Any,
     region: str,
     stack: str,
-    cluster: str,
+    cluster: StackIdentity,
     key_alias: str,
     name: str,
     command: list[str],
@@ -403,7 +412,7 @@ def run_job(
     check_name(name)
     if not command:
         raise JobError("gpuc run: give the command after --, e.g. -- python train.py", 2)
-    nodes = stack_nodes(ec2, region, stack)
+    nodes = stack_nodes(ec2, cluster)
     if not nodes:
         raise JobError(
             f"stack '{stack}' has no running node in {region}: start it first (pulumi up, or "
@@ -520,7 +529,7 @@ def of_this_run(report: dict[str, Any], spec: JobSpec) -> bool:
     return str(report.get("updated", "")) >= spec.created
 
 
-def node_reports(ssm: Any, cluster: str, spec: JobSpec) -> dict[str, dict[str, Any]]:
+def node_reports(ssm: Any, cluster: StackIdentity, spec: JobSpec) -> dict[str, dict[str, Any]]:
     """Each node's own report of this run of a job: instance id -> {"state", "detail", ...}."""
     reports: dict[str, dict[str, Any]] = {}
     prefix = f"{job_parameter(cluster, spec.name)}/nodes/"
@@ -550,7 +559,7 @@ class StartCheck:
 
 def watch_start(
     ssm: Any,
-    cluster: str,
+    cluster: StackIdentity,
     spec: JobSpec,
     command_ids: str | list[str],
     ids: list[str],
@@ -584,7 +593,7 @@ class JobStatus:
     nodes: dict[str, dict[str, Any]]  # instance id -> {"state", "restarts", "updated"}
 
 
-def list_jobs(ssm: Any, cluster: str) -> list[JobStatus]:
+def list_jobs(ssm: Any, cluster: StackIdentity) -> list[JobStatus]:
     """Every job of the cluster with each node's own report."""
     specs: dict[str, JobSpec] = {}
     reports: dict[str, dict[str, dict[str, Any]]] = {}
@@ -621,14 +630,14 @@ def list_jobs(ssm: Any, cluster: str) -> list[JobStatus]:
 
 
 def cancel_job(
-    ec2: Any, ssm: Any, region: str, stack: str, cluster: str, key_alias: str, name: str
+    ec2: Any, ssm: Any, region: str, stack: str, cluster: StackIdentity, key_alias: str, name: str
 ) -> list[str]:
     """Mark the job cancelled (no node starts it again) and stop it where it runs."""
     current = existing_job(ssm, cluster, name)
     if current is None:
         raise JobError(f"stack '{stack}' has no job named '{name}' (gpuc jobs --stack {stack})", 3)
     store_spec(ssm, cluster, key_alias, dataclasses.replace(current, state=CANCELLED))
-    ids = [n.instance_id for n in stack_nodes(ec2, region, stack)]
+    ids = [n.instance_id for n in stack_nodes(ec2, cluster)]
     _, _, failed = tell_in_batches(ssm, ids, "stop", name, "gpuc cancel")
     if failed:
         missed = [
@@ -656,7 +665,7 @@ class LogLine:
 
 def job_log_lines(
     logs: Any,
-    cluster: str,
+    cluster: StackIdentity,
     name: str,
     node: str | None = None,
     start_ms: int | None = None,

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.dlami import dlami, dlami_image_name, dlami_parameter
-from gpu_cluster.components.naming import default_bucket_name
+from gpu_cluster.components.names import default_bucket_name
 from gpu_cluster.components.purchase import (
     BLOCK_END_MARGIN,
     CapacityBlock,
@@ -22,7 +22,7 @@ from gpu_cluster.components.purchase import (
 from gpu_cluster.components.quotas import on_demand_quota, spot_quota
 from gpu_cluster.infra.aws import call, client, paginate
 from gpu_cluster.infra.errors import AwsError
-from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
+from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData, stack_identity
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 # Service Quotas codes of the EC2 vCPU quotas (service code ec2)
@@ -333,7 +333,7 @@ def check_bucket(spec: ResolvedCluster, aws: Clients, account: str | None) -> Ch
     if spec.storage.source != "create":
         return None
     return bucket_name_check(
-        spec.storage.bucket or default_bucket_name(spec.name, str(account), spec.region), aws
+        spec.storage.bucket or default_bucket_name(stack_identity(spec), str(account)), aws
     )
 
 
@@ -364,7 +364,7 @@ def run_data_preflight(spec: ResolvedData, aws: Clients) -> list[Check]:
         identity = check_credentials(spec, aws)
     except AwsError as error:
         return [Check("credentials", FAIL, str(error))]
-    name = spec.bucket or default_bucket_name(spec.name, str(identity.value), spec.region)
+    name = spec.bucket or default_bucket_name(stack_identity(spec), str(identity.value))
     note = (
         "fine if this stack created it; otherwise adopt it (pulumi import) or set "
         "`pulumi config set --path storage.bucket <another name>`"

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gpu_cluster.components.naming import CLUSTER_TAG, HEALTH_TAG, MANAGED_BY_TAG, STACK_TAG
+from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
+from gpu_cluster.components.naming import (
+    CLUSTER_TAG,
+    HEALTH_TAG,
+    MANAGED_BY_TAG,
+    STACK_ID_TAG,
+    STACK_TAG,
+)
 from gpu_cluster.infra.aws import paginate
 from gpu_cluster.infra.cost.node_price import node_hourly
 
@@ -24,6 +31,14 @@ class Node:
     uptime_hours: float
     usd_per_hour: float | None
     health: str = ""  # the node's own report (tag gpu-cluster:health): ok, degraded:..., failed:...
+    stack_id: str = ""  # project/stack/region (tag gpu-cluster:stack-id; "" before 0.2)
+
+    def belongs_to(self, identity: StackIdentity) -> bool:
+        """This stack's node: by its stack id (the stack name alone is shared by the same stack
+        of another project); a node launched before the tag existed, by its stack tag."""
+        if self.stack_id:
+            return self.stack_id == identity.stack_id
+        return self.stack == identity.stack
 
 
 def tag(instance: dict[str, Any], key: str) -> str:
@@ -63,11 +78,15 @@ def list_nodes(ec2: Any, region: str, now: datetime | None = None) -> list[Node]
                     uptime_hours=(now - launched).total_seconds() / 3600,
                     usd_per_hour=price,
                     health=tag(instance, HEALTH_TAG),
+                    stack_id=tag(instance, STACK_ID_TAG),
                 )
             )
     return sorted(nodes, key=lambda n: (n.stack, n.cluster, n.instance_id))
 
 
 def orphans(nodes: list[Node], known_stacks: list[str]) -> list[Node]:
-    """Nodes whose stack has no stack file here (a forgotten or renamed stack still billing)."""
-    return [n for n in nodes if (n.stack or n.cluster) not in known_stacks]
+    """Nodes whose stack has no stack file here (a forgotten or renamed stack still billing);
+    another project's nodes are that project's (their stack id names it)."""
+    ours = f"{DEFAULT_PROJECT}/"
+    theirs = [n for n in nodes if n.stack_id and not n.stack_id.startswith(ours)]
+    return [n for n in nodes if (n.stack or n.cluster) not in known_stacks and n not in theirs]

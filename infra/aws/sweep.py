@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.infra.aws import UNREACHABLE, call, paginate, translated
 from gpu_cluster.infra.aws.sweep_controls import ControlsSweep
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
@@ -40,11 +41,21 @@ class Sweeper(NetworkSweep, ControlsSweep):
     sts: Any = None
     account_id: str | None = None  # looked up through sts for the budgets
     cluster: str = ""  # the stack's clusterName (names start with it); default the stack
+    project: str = DEFAULT_PROJECT  # with the stack and region: what the stack-id tag holds
+    # the stack owns its bucket (storage.source create): `pulumi destroy --exclude-protected`
+    # keeps the bucket, its log bucket, the KMS key encrypting them and what the key depends on
+    # (the Auto Scaling service-linked role its policy names), so sweep leaves the key and role
+    keeps_data: bool = False
     # seconds between checks that an asynchronous delete has ended (about five minutes)
     poll_delays: tuple[float, ...] = (5, 10, 15, 30, 30, 30, 60, 60, 60)
 
     def __post_init__(self) -> None:
         self.cluster = self.cluster or self.stack
+
+    @property
+    def identity(self) -> StackIdentity:
+        """What the stack's resources are matched by (sweep_kinds: the stack-id tag)."""
+        return StackIdentity(self.project, self.stack, self.region, self.cluster)
 
     # --- listing, one generator per kind, in deletion order ----------------------------------
 
@@ -52,7 +63,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
         for group in paginate(
             self.autoscaling, "autoscaling", "DescribeAutoScalingGroups", "AutoScalingGroups"
         ):
-            if has_tag(group.get("Tags"), self.stack):
+            if has_tag(group.get("Tags"), self.identity):
                 yield Leftover(
                     "auto scaling group",
                     group["AutoScalingGroupName"],
@@ -67,7 +78,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "DescribeInstances",
             "Reservations",
             Filters=[
-                *stack_filter(self.stack),
+                *stack_filter(self.identity),
                 {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]},
             ],
         ):
@@ -82,10 +93,14 @@ class Sweeper(NetworkSweep, ControlsSweep):
     def nat_gateways(self) -> Iterator[Leftover]:
         unit = unit_prices(self.region)
         for nat in paginate(
-            self.ec2, "ec2", "DescribeNatGateways", "NatGateways", Filter=stack_filter(self.stack)
+            self.ec2,
+            "ec2",
+            "DescribeNatGateways",
+            "NatGateways",
+            Filter=stack_filter(self.identity),
         ):
             if nat.get("State") not in ("deleted", "deleting") and has_tag(
-                nat.get("Tags"), self.stack
+                nat.get("Tags"), self.identity
             ):
                 yield Leftover("NAT gateway", nat["NatGatewayId"], "", unit["nat_gateway_hour"])
 
@@ -96,10 +111,10 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "ec2",
             "DescribeVpcEndpoints",
             "VpcEndpoints",
-            Filters=stack_filter(self.stack),
+            Filters=stack_filter(self.identity),
         ):
             interface = endpoint.get("VpcEndpointType") == "Interface"
-            if not has_tag(endpoint.get("Tags"), self.stack) or endpoint.get(
+            if not has_tag(endpoint.get("Tags"), self.identity) or endpoint.get(
                 "State", ""
             ).lower() in (
                 "deleted",
@@ -116,9 +131,9 @@ class Sweeper(NetworkSweep, ControlsSweep):
     def addresses(self) -> Iterator[Leftover]:
         unit = unit_prices(self.region)
         for address in call(
-            self.ec2, "ec2", "DescribeAddresses", Filters=stack_filter(self.stack)
+            self.ec2, "ec2", "DescribeAddresses", Filters=stack_filter(self.identity)
         ).get("Addresses", []):
-            if not has_tag(address.get("Tags"), self.stack):
+            if not has_tag(address.get("Tags"), self.identity):
                 continue
             yield Leftover(
                 "Elastic IP",
@@ -134,7 +149,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "ec2",
             "DescribeVolumes",
             "Volumes",
-            Filters=[*stack_filter(self.stack), {"Name": "status", "Values": ["available"]}],
+            Filters=[*stack_filter(self.identity), {"Name": "status", "Values": ["available"]}],
         ):
             size = volume["Size"]
             yield Leftover(
@@ -152,9 +167,9 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "DescribeSnapshots",
             "Snapshots",
             OwnerIds=["self"],
-            Filters=stack_filter(self.stack),
+            Filters=stack_filter(self.identity),
         ):
-            if has_tag(snapshot.get("Tags"), self.stack):
+            if has_tag(snapshot.get("Tags"), self.identity):
                 size = snapshot.get("VolumeSize", 0)
                 # snapshots bill for changed blocks; the volume size is an upper bound
                 yield Leftover(
@@ -170,9 +185,9 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "ec2",
             "DescribeNetworkInterfaces",
             "NetworkInterfaces",
-            Filters=[*stack_filter(self.stack), {"Name": "status", "Values": ["available"]}],
+            Filters=[*stack_filter(self.identity), {"Name": "status", "Values": ["available"]}],
         ):
-            if has_tag(interface.get("TagSet"), self.stack):
+            if has_tag(interface.get("TagSet"), self.identity):
                 yield Leftover("network interface", interface["NetworkInterfaceId"], "", 0.0)
 
     def spot_requests(self) -> Iterator[Leftover]:
@@ -180,7 +195,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             self.ec2,
             "ec2",
             "DescribeSpotInstanceRequests",
-            Filters=[*stack_filter(self.stack), {"Name": "state", "Values": ["open", "active"]}],
+            Filters=[*stack_filter(self.identity), {"Name": "state", "Values": ["open", "active"]}],
         ).get("SpotInstanceRequests", []):
             yield Leftover("spot request", request["SpotInstanceRequestId"], "", 0.0)
 
@@ -190,7 +205,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "ec2",
             "DescribeCapacityReservations",
             "CapacityReservations",
-            Filters=[*stack_filter(self.stack), {"Name": "state", "Values": ["active"]}],
+            Filters=[*stack_filter(self.identity), {"Name": "state", "Values": ["active"]}],
         ):
             kind = reservation["InstanceType"]
             count = reservation.get("TotalInstanceCount", 0)
@@ -207,13 +222,13 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "ec2",
             "DescribeLaunchTemplates",
             "LaunchTemplates",
-            Filters=stack_filter(self.stack),
+            Filters=stack_filter(self.identity),
         ):
             yield Leftover("launch template", template["LaunchTemplateId"], "", 0.0)
 
     def placement_groups(self) -> Iterator[Leftover]:
         for group in call(
-            self.ec2, "ec2", "DescribePlacementGroups", Filters=stack_filter(self.stack)
+            self.ec2, "ec2", "DescribePlacementGroups", Filters=stack_filter(self.identity)
         ).get("PlacementGroups", []):
             yield Leftover("placement group", group["GroupName"], group.get("Strategy", ""), 0.0)
 
@@ -223,7 +238,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "ec2",
             "DescribeSecurityGroups",
             "SecurityGroups",
-            Filters=stack_filter(self.stack),
+            Filters=stack_filter(self.identity),
         ):
             if group.get("GroupName") != "default":
                 yield Leftover("security group", group["GroupId"], group["GroupName"], 0.0)
@@ -233,7 +248,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             return
         unit = unit_prices(self.region)
         for system in paginate(self.fsx, "fsx", "DescribeFileSystems", "FileSystems"):
-            if not has_tag(system.get("Tags"), self.stack):
+            if not has_tag(system.get("Tags"), self.identity):
                 continue
             if system.get("Lifecycle") in ("DELETING", "DELETED"):
                 continue
@@ -251,7 +266,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
         for group in paginate(self.logs, "logs", "DescribeLogGroups", "logGroups"):
             arn = group["arn"].removesuffix(":*")
             tags = call(self.logs, "logs", "ListTagsForResource", resourceArn=arn).get("tags", {})
-            if has_tag(tags, self.stack):
+            if has_tag(tags, self.identity):
                 yield Leftover("log group", group["logGroupName"], "", 0.0)
 
     # --- deleting -----------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """What a destroyed stack's cost controls and identity can leave: schedules, alarms, event rules,
 topics, budgets, instance profiles, roles and KMS keys.
 
-How each is matched: by the stack tag where the service lists tags (alarms, rules, topics,
-budgets' names, roles, profiles, keys), after a name-prefix filter on the cluster name where
-the list is account-wide (Pulumi names them `<logical name>-<7 random characters>`, and the
-logical names start with the cluster name). EventBridge Scheduler schedules carry no tags: they
-are matched by that prefix and by the description the program gives them. The data stack's
+How each is matched: by the stack-id tag (project/stack/region) where the service lists tags
+(alarms, rules, topics, roles, profiles, keys), after a name-prefix filter on the cluster name
+where the list is account-wide (Pulumi names them `<logical name>-<7 random characters>`, and
+the logical names start with the cluster name); budgets by their name, which carries a digest of
+the stack id (components/names.py). EventBridge Scheduler schedules carry no tags: they are
+matched by that prefix and by the description the program gives them, which holds the stack id.
+The data stack's
 key is never listed here: `gpuc sweep` refuses a data stack (infra/cli.py), and every other
 stack's tag names that stack only."""
 
@@ -15,6 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from gpu_cluster.components.names import StackIdentity, budget_name, schedule_description_prefix
 from gpu_cluster.infra.aws import PERMISSION_ERRORS, call, paginate
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag
 from gpu_cluster.infra.cost.unit_prices import unit_prices
@@ -27,6 +30,7 @@ class ControlsSweep:
     region: str
     stack: str
     cluster: str
+    identity: StackIdentity
     scheduler: Any
     cloudwatch: Any
     events: Any
@@ -36,6 +40,7 @@ class ControlsSweep:
     kms: Any
     sts: Any
     account_id: str | None
+    keeps_data: bool  # the stack's own bucket is kept: so are its key and the linked role
     poll_delays: tuple[float, ...]  # seconds between checks that an asynchronous delete ended
 
     @property
@@ -55,9 +60,12 @@ class ControlsSweep:
                 Name=entry["Name"],
                 GroupName=entry.get("GroupName", "default"),
             )
-            # components/stack_cost_controls.py: "gpu-cluster <cluster>-cost: ..." (exact, so
-            # cluster "foo" never takes cluster "foo-bar"'s schedules)
-            if schedule.get("Description", "").startswith(f"gpu-cluster {self.cluster}-cost:"):
+            # components/stack_cost_controls.py: "gpu-cluster <cluster>-cost [<stack id>]: ..."
+            # (exact, so cluster "foo" never takes cluster "foo-bar"'s schedules, nor a stack of
+            # another region or project with the same cluster name its own)
+            if schedule.get("Description", "").startswith(schedule_description_prefix(
+                f"{self.cluster}-cost", self.identity
+            )):
                 yield Leftover(
                     "schedule", f"{entry.get('GroupName', 'default')}/{entry['Name']}", "", 0.0
                 )
@@ -77,7 +85,7 @@ class ControlsSweep:
             tags = call(
                 self.cloudwatch, "cloudwatch", "ListTagsForResource", ResourceARN=alarm["AlarmArn"]
             ).get("Tags", [])
-            if has_tag(tags, self.stack):
+            if has_tag(tags, self.identity):
                 yield Leftover("alarm", alarm["AlarmName"], "", monthly / hours)
 
     def event_rules(self) -> Iterator[Leftover]:
@@ -85,7 +93,7 @@ class ControlsSweep:
             return
         for rule in paginate(self.events, "events", "ListRules", "Rules", NamePrefix=self.prefix):
             tags = call(self.events, "events", "ListTagsForResource", ResourceARN=rule["Arn"])
-            if has_tag(tags.get("Tags", []), self.stack):
+            if has_tag(tags.get("Tags", []), self.identity):
                 yield Leftover("event rule", rule["Name"], "", 0.0)
 
     def topics(self) -> Iterator[Leftover]:
@@ -96,13 +104,13 @@ class ControlsSweep:
             if not arn.rsplit(":", 1)[-1].startswith(self.prefix):
                 continue
             tags = call(self.sns, "sns", "ListTagsForResource", ResourceArn=arn).get("Tags", [])
-            if has_tag(tags, self.stack):
+            if has_tag(tags, self.identity):
                 yield Leftover("topic", arn, "", 0.0)
 
     def cost_budgets(self) -> Iterator[Leftover]:
         if self.budgets is None or self.sts is None:
             return
-        name = f"gpu-cluster-{self.stack}"  # components/stack_cost_controls.py
+        name = budget_name(self.identity)  # components/names.py, as the program names it
         try:
             call(
                 self.budgets, "budgets", "DescribeBudget", AccountId=self.account(), BudgetName=name
@@ -127,7 +135,7 @@ class ControlsSweep:
                 continue
             # the listing leaves tags out; GetInstanceProfile has them
             got = call(self.iam, "iam", "GetInstanceProfile", InstanceProfileName=name)
-            if has_tag(got["InstanceProfile"].get("Tags", []), self.stack):
+            if has_tag(got["InstanceProfile"].get("Tags", []), self.identity):
                 yield Leftover("instance profile", name, "", 0.0)
 
     def roles(self) -> Iterator[Leftover]:
@@ -138,12 +146,14 @@ class ControlsSweep:
             name = role["RoleName"]
             if not name.startswith((self.prefix, linked)):
                 continue
+            if self.keeps_data and name.startswith(linked):
+                continue  # the kept key's policy names it (destroy --exclude-protected keeps it)
             tags = call(self.iam, "iam", "ListRoleTags", RoleName=name).get("Tags", [])
-            if has_tag(tags, self.stack):
+            if has_tag(tags, self.identity):
                 yield Leftover("IAM role", name, role.get("Path", "/"), 0.0)
 
     def kms_keys(self) -> Iterator[Leftover]:
-        if self.kms is None:
+        if self.kms is None or self.keeps_data:  # the key encrypts the stack's kept bucket
             return
         monthly = unit_prices(self.region)["kms_key_month"]
         hours = unit_prices(self.region).hours_per_month
@@ -158,7 +168,7 @@ class ControlsSweep:
                     continue
                 raise
             as_pairs = [{"Key": t["TagKey"], "Value": t["TagValue"]} for t in tags.get("Tags", [])]
-            if not has_tag(as_pairs, self.stack):
+            if not has_tag(as_pairs, self.identity):
                 continue
             if metadata.get("KeyState") in ("PendingDeletion", "PendingReplicaDeletion"):
                 continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.infra.aws import call, paginate
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, stack_filter
 from gpu_cluster.infra.cost.unit_prices import unit_prices
@@ -18,6 +19,7 @@ class NetworkSweep:
     elbv2: Any
     region: str
     stack: str
+    identity: StackIdentity
 
     def load_balancers(self) -> Iterator[Leftover]:
         if self.elbv2 is None:
@@ -42,18 +44,22 @@ class NetworkSweep:
                 self.elbv2, "elbv2", "DescribeTags", ResourceArns=arns[start : start + 20]
             )
             for entry in described.get("TagDescriptions", []):
-                if has_tag(entry.get("Tags"), self.stack):
+                if has_tag(entry.get("Tags"), self.identity):
                     yield entry["ResourceArn"]
 
     def subnets(self) -> Iterator[Leftover]:
         for subnet in paginate(
-            self.ec2, "ec2", "DescribeSubnets", "Subnets", Filters=stack_filter(self.stack)
+            self.ec2, "ec2", "DescribeSubnets", "Subnets", Filters=stack_filter(self.identity)
         ):
             yield Leftover("subnet", subnet["SubnetId"], subnet.get("CidrBlock", ""), 0.0)
 
     def route_tables(self) -> Iterator[Leftover]:
         for table in paginate(
-            self.ec2, "ec2", "DescribeRouteTables", "RouteTables", Filters=stack_filter(self.stack)
+            self.ec2,
+            "ec2",
+            "DescribeRouteTables",
+            "RouteTables",
+            Filters=stack_filter(self.identity),
         ):
             if any(a.get("Main") for a in table.get("Associations", [])):
                 continue  # the VPC's main table goes with the VPC
@@ -65,14 +71,14 @@ class NetworkSweep:
             "ec2",
             "DescribeInternetGateways",
             "InternetGateways",
-            Filters=stack_filter(self.stack),
+            Filters=stack_filter(self.identity),
         ):
             attached = ",".join(a["VpcId"] for a in gateway.get("Attachments", []))
             yield Leftover("internet gateway", gateway["InternetGatewayId"], attached, 0.0)
 
     def vpcs(self) -> Iterator[Leftover]:
         for vpc in paginate(
-            self.ec2, "ec2", "DescribeVpcs", "Vpcs", Filters=stack_filter(self.stack)
+            self.ec2, "ec2", "DescribeVpcs", "Vpcs", Filters=stack_filter(self.identity)
         ):
             yield Leftover("VPC", vpc["VpcId"], vpc.get("CidrBlock", ""), 0.0)
 

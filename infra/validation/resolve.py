@@ -13,12 +13,14 @@ from gpu_cluster.components.cidr import (
     service_layout,
 )
 from gpu_cluster.components.cost_controls import CostControls
+from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.components.purchase import Purchase, is_single_instance
 from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.errors import Problem
 from gpu_cluster.infra.spec import (
+    PROJECT,
     AmiSpec,
     FsxSpec,
     NetworkSpec,
@@ -100,6 +102,12 @@ class ResolvedCluster:
     @property
     def purchase_option(self) -> str:
         return self.purchase.kind
+
+
+def stack_identity(spec: ResolvedCluster | ResolvedData, project: str = PROJECT) -> StackIdentity:
+    """Whose physical names a resolved stack gets (components/names.py): the program passes
+    the project it runs in (pulumi.get_project()), gpuc this project's."""
+    return StackIdentity(project, spec.stack, spec.region, spec.name)
 
 
 @dataclass(frozen=True)
