@@ -78,6 +78,15 @@ def is_single_instance(purchase: Purchase, node_count: int) -> bool:
     return node_count == 1 and isinstance(purchase, OnDemand)
 
 
+def placement_trigger(purchase: Purchase) -> str:
+    """The placement group's replacementTrigger: a reservation this stack creates is made in a
+    placement group of its own, so a switch to or from one replaces the group delete-first and,
+    with it, the nodes first (CreateCapacityReservation needs capacity and On-Demand quota for
+    every instance it reserves, whether or not instances run outside it)."""
+    created = isinstance(purchase, CapacityReservation) and purchase.create
+    return "created-reservation" if created else "no-created-reservation"
+
+
 def purchase_signature(purchase: Purchase) -> str:
     """How running nodes were bought: a node bought another way (or in another reservation or
     block) has to be replaced to be bought the new way. Spot price, base and fallback types are

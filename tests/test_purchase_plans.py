@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config
@@ -185,12 +186,22 @@ def test_switching_purchase_option_changes_only_how_nodes_are_bought(train_plan,
     base = {r.name for r in train_plan.resources}
     assert {"train-nodes-group", "train-nodes-launch-template"} <= {r.name for r in plan.resources}
     prepaid = extra["purchaseOption"] != "spot"  # paid whether the nodes run or not
-    # the idle stop and the gang timeout's stop right: off by default on prepaid capacity
-    idle = {"train-cost-idle-scale-to-zero", "train-cost-idle-stop", "train-gang-stop-access"}
+    # the idle stop and the gang timeout: off by default on prepaid capacity, and with nothing
+    # left to send alerts, no alert topic (the key's policy names its publishers only with one)
+    idle = {
+        "train-cost-idle-scale-to-zero",
+        "train-cost-idle-stop",
+        "train-gang-stop-access",
+        "train-cost-alerts",
+        "train-alerts-topic",
+        "train-node-alerts-access",
+        "train-cost-alerts-policy",
+    }
     untouched = [
         r
         for r in train_plan.resources
-        if not r.name.startswith("train-nodes") and not (prepaid and r.name in idle)
+        if not r.name.startswith("train-nodes")
+        and not (prepaid and r.name in idle | {"train-security-key"})
     ]
     for resource in untouched:
         assert plan.named(resource.name).inputs == resource.inputs, resource.name
@@ -277,6 +288,8 @@ def facts(**changes) -> ReservationFacts:
         "state": "active",
         "reservation_type": "capacity-block",
         "platform": "Linux/UNIX",
+        # a block always has an end (EC2 API reference, CapacityReservation.EndDate)
+        "end_date": datetime.now(UTC).replace(microsecond=0) + timedelta(days=2),
     }
     return ReservationFacts(**{**base, **changes})
 
@@ -326,7 +339,11 @@ def test_a_missing_reservation_is_a_config_problem_and_no_access_is_a_warning():
     def denied(*_):
         raise AwsError("denied", "UnauthorizedOperation")
 
-    assert run_plan("train", train_with(**BLOCK), reservation_lookup=denied).error is None
+    reserved = {"purchaseOption": "capacity-reservation", "capacityReservation": {"id": BLOCK_ID}}
+    assert run_plan("train", train_with(**reserved), reservation_lookup=denied).error is None
+    # a block's end is its stop: unread, nothing is created (test_prepaid_capacity.py)
+    blocked = run_plan("train", train_with(**BLOCK), reservation_lookup=denied).error
+    assert blocked.problems[0].path == "gpu-cluster:capacityBlock.id"
 
 
 def test_the_plan_engine_never_looks_up_reservations_by_itself(monkeypatch):

@@ -185,7 +185,15 @@ def test_a_dev_box_on_an_unignored_template_alias_is_refused(monkeypatch):
 # --- created reservations ---------------------------------------------------------------
 
 
-def test_switching_to_a_created_reservation_cannot_be_applied_as_is(capsys):
+PLACEMENT = "aws:ec2/placementGroup:PlacementGroup"
+CREATED = {**RESERVED, "gpu-cluster:capacityReservation": '{"create": true}'}
+
+
+def test_switching_to_a_created_reservation_applies_in_one_up_nodes_drained_first(capsys):
+    """CreateCapacityReservation needs capacity and quota for every node: the old nodes go
+    first. The placement group is replaced delete-first, so the engine deletes the group (it
+    replaces with its placement group) before it; the reservation, which takes the new placement
+    group's ARN, is created after it, and the new group, which takes the reservation's id, last."""
     code, document = diff_json(
         capsys,
         "--stack",
@@ -195,14 +203,61 @@ def test_switching_to_a_created_reservation_cannot_be_applied_as_is(capsys):
         "--set-path",
         "capacityReservation.create=true",
     )
+    assert code == OK and document["applies"] is True, document.get("cannotApply")
+    before = plan_config(TRAIN_LIKE, "train")
+    after = plan_config({**TRAIN_LIKE, **CREATED}, "train")
+    changes = {c.role: c for c in diff_plans(before, after)}
+    placement = changes["nodes-placement"]
+    assert placement.kind == "replace" and placement.delete_before_replace
+    assert only(before, GROUP).urn in dependent_replacements(before, only(before, PLACEMENT).urn)
+    reservation = only(after, RESERVATION)
+    assert only(after, PLACEMENT).urn in reservation.property_dependencies["placementGroupArn"]
+    assert reservation.urn in only(after, GROUP).dependencies
+    assert changes["nodes-reservation"].kind == "add"
+    assert collisions(before, after, list(changes.values())) == []
+    # ... and back: the reservation and the nodes are deleted before the placement group
+    back = {c.role: c for c in diff_plans(after, before)}
+    assert back["nodes-placement"].kind == "replace"
+    drained = dependent_replacements(after, only(after, PLACEMENT).urn)
+    assert {only(after, GROUP).urn, reservation.urn} <= drained
+
+
+def test_without_the_placement_groups_trigger_the_switch_would_need_capacity_twice():
+    """A state from before these rules: the placement group stays, and the reservation would be
+    created while the old nodes run; `gpuc diff` says so, and that one `up` first fixes it."""
+    before = plan_config(TRAIN_LIKE, "train")
+    after = plan_config({**TRAIN_LIKE, **CREATED}, "train")
+
+    def older(r):
+        if r.type == PLACEMENT:
+            return dataclasses.replace(r, replacement_trigger=None, delete_before_replace=False)
+        if r.type == GROUP:
+            rules = tuple(p for p in r.replace_on_changes if p != "placementGroup")
+            return dataclasses.replace(r, replace_on_changes=rules)
+        return r
+
+    old_state = with_resources(before, older)
+    (collision,) = collisions(old_state, after, diff_plans(old_state, after))
+    assert collision.type == RESERVATION and "On-Demand quota for both" in collision.why
+    assert collision.fix.startswith("run `pulumi up` once without this change first")
+
+
+def test_a_dev_box_switched_to_a_created_reservation_is_still_done_in_two_steps(capsys):
+    """One node without EFA has no placement group to replace: the box runs until the end of
+    the update, after the reservation is created."""
+    code, document = diff_json(
+        capsys,
+        "--stack",
+        "dev",
+        "--set",
+        "purchaseOption=capacity-reservation",
+        "--set-path",
+        "capacityReservation.create=true",
+    )
     assert code == FINDINGS and document["applies"] is False
     (collision,) = [c for c in document["cannotApply"] if c["type"] == RESERVATION]
     assert "On-Demand quota for both" in collision["why"]
-    group_urn = (
-        "urn:pulumi:train::gpu-cluster::gpu-cluster:index:GpuCluster$"
-        "gpu-cluster:compute:GpuNodeGroup$aws:autoscaling/group:Group::train-nodes-group"
-    )
-    assert f"pulumi destroy --target '{group_urn}' --target-dependents" in collision["fix"]
+    assert "pulumi destroy --target" in collision["fix"]
 
 
 def test_a_new_type_on_a_created_reservation_drains_the_nodes_before_the_new_reservation():

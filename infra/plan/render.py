@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from gpu_cluster.infra.plan.destroy import destroy, stop_paying_command
 from gpu_cluster.infra.plan.engine import SECRET, STACK_TYPE, UNKNOWN_TEXT, Plan, PlannedResource
 
 KEY_INPUTS = (
@@ -110,6 +111,20 @@ def _summary(resource: PlannedResource) -> str:
     return ", ".join(parts)
 
 
+def teardown(plan: Plan) -> str:
+    """How the stack is deleted: with protected resources in it a plain `pulumi destroy` fails
+    in its preview and deletes nothing, GPU nodes included (infra/plan/destroy.py)."""
+    command = stop_paying_command(plan)
+    protected = destroy(plan).refused
+    if not protected:
+        return f"`{command}` deletes it all (then `gpuc sweep --stack {plan.stack}`)"
+    names = ", ".join(r.name for r in protected)
+    return (
+        f"`{command}`: {names} are protected, so a plain `pulumi destroy` fails in its preview "
+        "and deletes nothing (GPU nodes included); this deletes everything else and keeps them"
+    )
+
+
 def text_tree(plan: Plan) -> str:
     children: dict[str, list[PlannedResource]] = {}
     for resource in plan.resources:
@@ -174,6 +189,8 @@ def text_tree(plan: Plan) -> str:
         lines.append(f"Purchase option: {outputs['purchaseOption']}")
     for control in outputs.get("costControls", []):
         lines.append(f"Stop paying: {control}")
+    if "purchaseOption" in outputs:  # a compute stack: what deletes it
+        lines.append(f"Stop paying: {teardown(plan)}")
     for quota, vcpus in outputs.get("vcpuQuotasNeeded", {}).items():
         lines.append(f"EC2 quota needed: {vcpus} vCPUs of '{quota}' (Service Quotas, per region)")
     if "estimatedUsdPerHour" in outputs and "gpuUsdPerHour" in outputs:

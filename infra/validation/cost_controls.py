@@ -92,12 +92,12 @@ def gang_timeout_minutes(spec: StackSpec, single_box: bool = False) -> int:
 
 def prepaid(spec: StackSpec) -> bool:
     """Capacity paid for whether nodes run or not: a Capacity Block (paid when bought) and an
-    On-Demand Capacity Reservation, created by this stack or only targeted ("you are charged
-    the equivalent On-Demand rate whether you run instances in the reserved capacity or not",
-    EC2 User Guide, "Capacity Reservation pricing and billing"; a block: "Capacity Blocks
-    pricing and billing"). Stopping idle nodes or scaling a partial gang to 0 saves nothing
-    there and gives up the nodes and their NVMe, so the idle stop and the gang timeout are off
-    unless the stack turns them on (then the plan says the capacity bills anyway)."""
+    On-Demand Capacity Reservation, created by this stack or only targeted: it is charged at the
+    On-Demand rate whether instances run in it or not (EC2 User Guide, "Capacity Reservation
+    pricing and billing"; a block: "Capacity Blocks pricing and billing"). Stopping idle nodes
+    or scaling a partial gang to 0 saves nothing there and gives up the nodes and their NVMe,
+    so the idle stop and the gang timeout are off unless the stack turns them on (then the plan
+    says the capacity bills anyway)."""
     return spec.purchase_option in ("capacity-block", "capacity-reservation")
 
 
