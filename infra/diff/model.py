@@ -77,9 +77,9 @@ def _normalized(value: Any, cluster: str | None) -> Any:
     if cluster is None:
         return value
     text = MOCK_IDENTIFIER.sub("<id>", json.dumps(value, sort_keys=True, default=str))
-    return json.loads(
-        text.replace(f'"{cluster}"', '"<cluster>"').replace(f"{cluster}-", "<cluster>-")
-    )
+    for named in (f'"{cluster}"', f"{cluster}-", f"/{cluster}/"):  # a value, prefix or path part
+        text = text.replace(named, named.replace(cluster, "<cluster>"))
+    return json.loads(text)
 
 
 def _compared(plan: Plan) -> dict[tuple[str, str], PlannedResource]:
