@@ -354,3 +354,20 @@ def test_each_sentence_promising_what_an_update_keeps_holds(sentence, variants, 
             f"README: {sentence!r} - but the engine says "
             f"{[(c.kind, c.type, c.role, c.impact) for c in result.changes]}"
         )
+
+
+def test_the_serving_zone_swap_the_readme_warns_about_is_reported():
+    sentence = (
+        "Swapping a serving zone for another (`inference.availabilityZones`) is such a case: the "
+        "new zone's subnets would take the CIDRs the removed zone's still hold; add a zone at the "
+        "end of the list instead."
+    )
+    assert sentence in " ".join(README.split())
+    base = stack("inference")
+    serving = json.loads(base["gpu-cluster:inference"])
+    swapped = {**serving, "availabilityZones": ["us-east-1a", "us-east-1c"]}
+    added = {**serving, "availabilityZones": ["us-east-1a", "us-east-1b", "us-east-1c"]}
+    for zones, collides in ((swapped, True), (added, False)):
+        variant = ("inference", base, {**base, "gpu-cluster:inference": json.dumps(zones)})
+        result = outcome(variant, pytest.MonkeyPatch(), boot=False)
+        assert any("InvalidSubnet.Conflict" in c.why for c in result.found) is collides
