@@ -178,11 +178,12 @@ def test_a_training_cluster_stops_a_partial_gang_after_30_minutes_by_default():
     statements = {s["Sid"]: s for s in gang_access(plan)["Statement"]}
     stop = statements["StopOwnPartialGang"]
     assert stop["Action"] == "autoscaling:UpdateAutoScalingGroup"
+    stack_id = "gpu-cluster/train/us-east-1"  # project/stack/region: this stack's group only
     assert stop["Condition"] == {
-        "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:stack": "train"}
+        "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:stack-id": stack_id}
     }
     (group,) = plan.of_type("aws:autoscaling/group:Group")
-    stack_tag = {"key": "gpu-cluster:stack", "value": "train", "propagateAtLaunch": True}
+    stack_tag = {"key": "gpu-cluster:stack-id", "value": stack_id, "propagateAtLaunch": True}
     assert stack_tag in group.inputs["tags"]  # the tag the condition reads
     alerts = {s["Sid"]: s for s in alert_access(plan)["Statement"]}  # every node may tell
     assert alerts["TellAlertTopic"]["Resource"] == plan.state(topic)["arn"]

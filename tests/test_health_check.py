@@ -32,8 +32,9 @@ def test_plan_shows_the_health_check_and_the_nccl_test(train_plan):
     assert "gpuc-torchrun /usr/local/lib/gpu-cluster/allreduce_bench.py" in out["ncclTestCommand"]
     access = json.loads(train_plan.named("train-security-node-access").inputs["policy"])
     statements = {s["Sid"]: s for s in access["Statement"]}
+    # by the stack id: a stack of another region or project may share the cluster name
     assert statements["TagOwnHealth"]["Condition"]["StringEquals"] == {
-        "aws:ResourceTag/gpu-cluster:name": "train"
+        "aws:ResourceTag/gpu-cluster:stack-id": "gpu-cluster/train/us-east-1"
     }
     assert statements["TagOwnHealth"]["Condition"]["ForAllValues:StringEquals"] == {
         "aws:TagKeys": ["gpu-cluster:health"]
@@ -42,7 +43,9 @@ def test_plan_shows_the_health_check_and_the_nccl_test(train_plan):
         "StringEquals": {"cloudwatch:namespace": "gpu-cluster"}
     }
     assert statements["MarkOwnGroupInstancesUnhealthy"]["Condition"] == {
-        "StringEquals": {"autoscaling:ResourceTag/gpu-cluster:name": "train"}
+        "StringEquals": {
+            "autoscaling:ResourceTag/gpu-cluster:stack-id": "gpu-cluster/train/us-east-1"
+        }
     }
 
 

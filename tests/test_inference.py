@@ -466,7 +466,7 @@ def test_load_balancer_and_target_group_names_fit_the_32_character_limit():
     ]
     assert len(names) == 2 and len(set(names)) == 2
     assert all(len(n) <= 32 and re.fullmatch(r"[a-zA-Z0-9-]+", n) for n in names)
-    from gpu_cluster.components.naming import bounded_name
+    from gpu_cluster.components.names import bounded_name
 
     assert re.fullmatch(r"[a-zA-Z0-9-]+", bounded_name("gpuc-serving-prod_eu.1"))
     assert not any(n.startswith("internal-") or n.endswith("-") for n in names)
