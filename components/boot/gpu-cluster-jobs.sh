@@ -121,16 +121,17 @@ training_workers() {
 }
 
 # rendezvous_host: "INSTANCE-ID IP" of the oldest node of this cluster (and VPC) that EC2 lists
-# as pending or running and whose health tag does not say failed: the same on every node.
+# as pending or running and whose health tag does not say failed: the same on every node. A
+# node of another stack with this cluster name (its stack-id tag) is not one of ours; a node
+# launched before the tag existed ("None") is.
 rendezvous_host() {
   local mac vpc
   mac=$(imds mac) && vpc=$(imds "network/interfaces/macs/$mac/vpc-id") || return 1
   aws ec2 describe-instances --region "$REGION" --output text \
-    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" \
-      "Name=tag:{{STACK_ID_TAG}},Values=$STACK_ID" "Name=vpc-id,Values=$vpc" \
+    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$vpc" \
       "Name=instance-state-name,Values=pending,running" \
-    --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress,Tags[?Key==`gpu-cluster:health`]|[0].Value]' \
-    | sort | awk '$4 !~ /^failed/ {print $2, $3; exit}'
+    --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress,Tags[?Key==`gpu-cluster:health`]|[0].Value,Tags[?Key==`{{STACK_ID_TAG}}`]|[0].Value]' \
+    | sort | awk -v id="$STACK_ID" '($5 == id || $5 == "None") && $4 !~ /^failed/ {print $2, $3; exit}'
 }
 
 # The job's output, each line prefixed with its name (`gpuc logs --job NAME` finds its lines in

@@ -25,15 +25,17 @@ MAC=$(imds mac) || give_up "no MAC address from IMDS"
 # The node's own VPC: another stack's cluster with the same name is never in it.
 VPC=$(imds "network/interfaces/macs/$MAC/vpc-id") || give_up "no VPC id from IMDS"
 
+# this cluster's nodes in this VPC, of this stack (its stack-id tag; "None": a node launched
+# before the tag existed): another stack may share the cluster name and the VPC
 list_nodes() {
   local rows
   rows=$(aws ec2 describe-instances --region "$REGION" \
-    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" \
-              "Name=tag:{{STACK_ID_TAG}},Values=$STACK_ID" "Name=vpc-id,Values=$VPC" \
+    --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$VPC" \
               "Name=instance-state-name,Values=pending,running" \
-    --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress]' \
+    --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress,Tags[?Key==`{{STACK_ID_TAG}}`]|[0].Value]' \
     --output text) || return 1
-  sort <<<"$rows" | awk 'NF == 3 {print NR-1 "\t" $3 "\t" $2}'
+  sort <<<"$rows" | awk -v id="$STACK_ID" \
+    'NF == 4 && ($4 == id || $4 == "None") {print n++ "\t" $3 "\t" $2}'
 }
 
 GROUP=$(own_group "$SELF") || give_up "could not read this node's group from EC2"
