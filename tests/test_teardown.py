@@ -115,3 +115,19 @@ def test_sweep_leaves_the_key_of_a_stack_that_owns_its_bucket(monkeypatch, capsy
     assert iam.get_role(RoleName=linked)["Role"]["RoleName"] == linked
     with pytest.raises(iam.exceptions.NoSuchEntityException):
         iam.get_role(RoleName=left["role"])  # the rest is swept as before
+
+
+def test_an_inference_stack_asking_for_a_bucket_of_its_own_is_refused():
+    """It would create none (the service reads the data stack's), and serve from nothing."""
+    from conftest import ROOT
+    from gpu_cluster.infra.plan.engine import run_plan
+    from gpu_cluster.infra.stack_files import load_stack_config
+
+    config = load_stack_config("inference", ROOT)
+    plan = run_plan("inference", {**config, "gpu-cluster:storage": '{"source": "create"}'})
+    (problem,) = plan.error.problems
+    assert problem.path == "gpu-cluster:storage.source" and problem.received == "create"
+    assert problem.fix == "pulumi config set --path storage.source stack"
+    assert [r.type for r in plan.resources] == ["pulumi:pulumi:Stack"]  # nothing created
+    fixed = run_plan("inference", {**config, "gpu-cluster:storage": '{"source": "stack"}'})
+    assert fixed.error is None, fixed.error

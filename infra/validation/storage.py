@@ -74,6 +74,18 @@ def check_storage(storage: StorageSpec, role: str) -> list[Problem]:
                 fix="pulumi config set --path storage.source create",
             )
         ]
+    if role == "inference" and storage.source == "create":
+        problems.append(
+            Problem(
+                path=key("storage.source"),
+                received=storage.source,
+                problem="an inference stack creates no bucket: it serves the models of the data "
+                "stack's bucket (or of one you name), and a bucket of its own would be protected "
+                "data in a stack `pulumi destroy` must delete",
+                allowed="stack (the data stack's bucket), existing (+ bucket, kmsKeyArn)",
+                fix="pulumi config set --path storage.source stack",
+            )
+        )
     if storage.source == "stack":
         if storage.stack is not None and not STACK_REF.match(storage.stack):
             problems.append(
