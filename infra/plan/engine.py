@@ -21,6 +21,7 @@ from gpu_cluster.infra.plan.mocks import AwsRefusal, PlanMocks
 from gpu_cluster.infra.plan.update_rules import UpdateHazard, hazards
 from gpu_cluster.infra.program import ReservationLookup
 from gpu_cluster.infra.spec import PROJECT
+from gpu_cluster.infra.versions import ENGINE_FEATURE
 from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
@@ -106,6 +107,13 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             type_ = f"{qualified}${type_}"
         stack = self.stack or pulumi.get_stack()
         return "urn:pulumi:" + "::".join([stack, self.project or pulumi.get_project(), type_, name])
+
+    def SupportsFeature(self, request):
+        """Answer as the CLI's engine does from 3.208 (infra/versions.py asks before the program
+        creates anything), whatever the SDK's own mock answers."""
+        if request.id == ENGINE_FEATURE:
+            return resource_pb2.SupportsFeatureResponse(hasSupport=True)
+        return super().SupportsFeature(request)
 
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
