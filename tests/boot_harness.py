@@ -274,6 +274,8 @@ class BootNode:
             write_executable(self.bin / "aws", f"#!{PYTHON}\n{AWS_STUB}")
             self.answer_aws()
             self.put_boot_bundle()
+        else:  # the real AWS CLI, its requests checked as the tests' own (conftest reads)
+            write_executable(self.bin / "aws", checked_aws_cli())
 
     # --- what the node sees -----------------------------------------------------------------
 
@@ -496,6 +498,24 @@ class BootNode:
 
     def env_file(self, path: str) -> dict[str, str]:
         return dict(line.split("=", 1) for line in self.read(path).splitlines() if "=" in line)
+
+
+def checked_aws_cli() -> str:
+    """The real AWS CLI (this machine's), every request checked against botocore's service
+    model (tests/botocore_limits.py) and each refusal written to the tests' record: systemd's
+    clean environment carries neither PYTHONPATH nor the record's name, so both are written
+    into the script."""
+    record = os.environ.get("BOTOCORE_LIMITS_RECORD", "")
+    return (
+        f"#!{PYTHON}\n"
+        "import runpy, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import botocore_limits\n"
+        "del sys.path[0]\n"
+        f"botocore_limits.install({record!r} or None)\n"
+        f"sys.argv[0] = {str(Path(VENV_BIN) / 'aws')!r}\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
 
 
 def cluster_env(user_data: str) -> dict[str, str]:
