@@ -22,8 +22,8 @@ NO_CAPACITY = (
 )
 TOPIC = "arn:aws:sns:us-east-1:123456789012:train-cost-alerts-1a2b3c4"
 TWO_OF_FOUR = (
-    f"2026-12-01T08:00:00+00:00\t{SELF}\t10.42.0.30\n"
-    "2026-12-01T08:01:00+00:00\ti-0bbb\t10.42.0.31\n"
+    f"2026-12-01T08:00:00+00:00\t{SELF}\t10.42.0.30\tgpu-cluster/train/us-east-1\n"
+    "2026-12-01T08:01:00+00:00\ti-0bbb\t10.42.0.31\tgpu-cluster/train/us-east-1\n"
 )
 
 
@@ -107,8 +107,8 @@ def test_a_group_resized_to_what_launched_while_waiting_is_not_stopped(make_node
 
 def test_a_full_gang_is_left_alone(make_node):
     rows = TWO_OF_FOUR + (
-        "2026-12-01T08:02:00+00:00\ti-0ccc\t10.42.0.32\n"
-        "2026-12-01T08:03:00+00:00\ti-0ddd\t10.42.0.33\n"
+        "2026-12-01T08:02:00+00:00\ti-0ccc\t10.42.0.32\tgpu-cluster/train/us-east-1\n"
+        "2026-12-01T08:03:00+00:00\ti-0ddd\t10.42.0.33\tgpu-cluster/train/us-east-1\n"
     )
     node = gang_node(make_node, rows=rows)
     assert node.step("gpu-cluster-nodes", "--wait").returncode == 0

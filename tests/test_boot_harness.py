@@ -42,8 +42,8 @@ ONE_NODE = [
     ("describe-auto-scaling-groups", "2"),
     (
         "describe-instances",
-        f"2026-12-01T08:00:00+00:00\ti-0aaa\t10.42.0.30\n"
-        f"2026-12-01T08:01:00+00:00\t{SELF}\t10.42.0.31\n",
+        f"2026-12-01T08:00:00+00:00\ti-0aaa\t10.42.0.30\tgpu-cluster/train/us-east-1\n"
+        f"2026-12-01T08:01:00+00:00\t{SELF}\t10.42.0.31\tgpu-cluster/train/us-east-1\n",
     ),
 ]
 
@@ -172,8 +172,8 @@ def test_the_first_boot_wait_rides_out_a_transient_ec2_failure(make_node):
 def test_not_in_a_group_is_a_cluster_of_one_but_a_failed_lookup_is_not(make_node):
     node = make_node(
         aws=[
-            ("Tags[?Key==", "None"),
-            ("describe-instances", f"2026-12-01T08:00:00Z\t{SELF}\t10.0.0.5"),
+            ("aws:autoscaling:groupName", "None"),  # in no group
+            ("describe-instances", f"2026-12-01T08:00:00Z\t{SELF}\t10.0.0.5\tNone"),
         ]
     )
     node.install_only()
@@ -186,9 +186,9 @@ def test_not_in_a_group_is_a_cluster_of_one_but_a_failed_lookup_is_not(make_node
 
 def test_nodes_are_listed_oldest_first_and_the_oldest_hosts_the_rendezvous(make_node):
     rows = (
-        "2026-12-01T08:05:00+00:00\ti-0ccc\t10.42.0.12\n"
-        "2026-12-01T08:00:00+00:00\ti-0aaa\t10.42.0.30\n"
-        f"2026-12-01T08:01:00+00:00\t{SELF}\t10.42.0.11\n"
+        "2026-12-01T08:05:00+00:00\ti-0ccc\t10.42.0.12\tgpu-cluster/train/us-east-1\n"
+        "2026-12-01T08:00:00+00:00\ti-0aaa\t10.42.0.30\tNone\n"
+        f"2026-12-01T08:01:00+00:00\t{SELF}\t10.42.0.11\tgpu-cluster/train/us-east-1\n"
     )
     node = make_node(
         aws=[GROUP, ("describe-auto-scaling-groups", "3"), ("describe-instances", rows)]
@@ -206,6 +206,29 @@ def test_nodes_are_listed_oldest_first_and_the_oldest_hosts_the_rendezvous(make_
     listing = [c for c in node.aws_calls() if "--filters" in c]
     assert listing and all("Name=tag:gpu-cluster:name,Values=train" in c for c in listing)
     assert all("Name=vpc-id,Values=vpc-0a1b2c3d4e5f60718" in c for c in listing)
+
+
+def test_a_node_of_another_stack_with_the_same_cluster_name_is_not_a_peer(make_node):
+    """Two stacks may share a clusterName and an existing VPC: EC2 lists both by the cluster
+    tag, and the stack-id tag (the query's last column) keeps the other's node out of this
+    cluster's list and its rendezvous; a node from before the tag (None) stays in."""
+    rows = (
+        "2026-12-01T07:00:00+00:00\ti-0other\t10.42.0.5\tgpu-cluster/team2/us-east-1\n"
+        "2026-12-01T08:00:00+00:00\ti-0aaa\t10.42.0.30\tNone\n"
+        f"2026-12-01T08:01:00+00:00\t{SELF}\t10.42.0.11\tgpu-cluster/train/us-east-1\n"
+    )
+    node = make_node(
+        aws=[GROUP, ("describe-auto-scaling-groups", "2"), ("describe-instances", rows)]
+    )
+    node.install_only()
+    assert node.step("gpu-cluster-nodes", "--wait").returncode == 0
+    assert node.read("/etc/gpu-cluster/nodes").splitlines() == [
+        "0\t10.42.0.30\ti-0aaa",
+        f"1\t10.42.0.11\t{SELF}",
+    ]
+    assert node.env_file("/etc/gpu-cluster/torchrun.env")["MASTER_ADDR"] == "10.42.0.30"
+    listing = [c for c in node.aws_calls() if "--filters" in c]
+    assert listing and all("Tags[?Key==`gpu-cluster:stack-id`]" in " ".join(c) for c in listing)
 
 
 def test_the_node_list_says_ranks_come_from_torchrun():

@@ -189,8 +189,8 @@ def test_user_data_builds_raid0_and_node_list(train_plan, tmp_path):
                 ("describe-auto-scaling-groups", "2"),
                 (
                     "--filters",
-                    f"2026-12-01T08:05:00+00:00\ti-0later\t10.0.1.40\n"
-                    f"2026-12-01T08:00:00+00:00\t{me}\t10.0.1.23",
+                    f"2026-12-01T08:05:00+00:00\ti-0later\t10.0.1.40\tNone\n"
+                    f"2026-12-01T08:00:00+00:00\t{me}\t10.0.1.23\tNone",
                 ),
             ]
         )

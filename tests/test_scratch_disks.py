@@ -178,7 +178,10 @@ def test_user_data_never_lets_scratch_stop_discovery(tmp_path, imds):
     node.answer_aws(
         [
             ("aws:autoscaling:groupName", "None"),
-            ("--filters", f"2026-12-01T08:00:00+00:00\t{imds.metadata['instance-id']}\t10.0.1.23"),
+            (
+                "--filters",
+                f"2026-12-01T08:00:00+00:00\t{imds.metadata['instance-id']}\t10.0.1.23\tNone",
+            ),
         ]
     )
     done = node.boot()
