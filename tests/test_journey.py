@@ -29,6 +29,7 @@ from gpu_cluster.components.names import job_parameter
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.overrides import stack_config
+from gpu_cluster.infra.plan.destroy import destroy, stop_paying_command
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from test_job_survival import REGION, Cluster, running, wait_for
 from wheels import wheel
@@ -126,6 +127,24 @@ class Deployment:
 
         self.s3, self.ssm, self.kms = aws("s3"), aws("ssm"), aws("kms")
         self.ec2, self.autoscaling, self.logs = aws("ec2"), aws("autoscaling"), aws("logs")
+        self.iam = aws("iam")
+
+    def live_role_elsewhere(self, identity) -> str:
+        """A node role of `identity`'s stack, running in its own region (IAM is account-wide)."""
+        name = f"{identity.cluster}-security-node-role-e1sewhe"
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ec2.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        tags = [{"Key": k, "Value": v} for k, v in cluster_tags(identity).items()]
+        self.iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust), Tags=tags)
+        return name
 
     def data_stack(self, plan: Plan) -> str:
         bucket = one(plan, "aws:s3/bucket:Bucket", "data-bucket")["bucket"]
@@ -153,7 +172,6 @@ class Deployment:
             LaunchTemplateData={"ImageId": image, "InstanceType": "g5.xlarge"},
         )
         subnet = self.ec2.describe_subnets()["Subnets"][0]
-        tags = cluster_tags(TRAIN_IDS)  # as the program tags the nodes (the stack id too)
         self.autoscaling.create_auto_scaling_group(
             AutoScalingGroupName=group["name"],
             LaunchTemplate={"LaunchTemplateName": TEMPLATE},
@@ -161,7 +179,11 @@ class Deployment:
             MaxSize=int(group["maxSize"]),
             DesiredCapacity=int(group["desiredCapacity"]),
             VPCZoneIdentifier=subnet["SubnetId"],
-            Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True} for k, v in tags.items()],
+            # the nodes carry the group's tags as the program sets them (the stack id too)
+            Tags=[
+                {"Key": t["key"], "Value": t["value"], "PropagateAtLaunch": t["propagateAtLaunch"]}
+                for t in group["tags"]
+            ],
         )
         return user_data
 
@@ -175,7 +197,9 @@ class Deployment:
 
     def destroy_train(self, plan: Plan) -> None:
         """`pulumi destroy`: every resource of the compute stack's plan that was created here;
-        nothing of the data stack (it is read through a StackReference)."""
+        nothing of the data stack (it is read through a StackReference). The engine runs it:
+        nothing in the stack is protected (infra/plan/destroy.py)."""
+        assert destroy(plan).runs and stop_paying_command(plan) == "pulumi destroy -s train"
         group = one(plan, "aws:autoscaling/group:Group")["name"]
         self.autoscaling.delete_auto_scaling_group(AutoScalingGroupName=group, ForceDelete=True)
         for reservation in self.ec2.describe_instances()["Reservations"]:
@@ -327,9 +351,12 @@ def test_a_users_whole_path(moto_server, tmp_path):
         for node in cluster.nodes.values():
             node.power_off()
         deploy.destroy_train(bigger)
+        # the same stack, live in another region, has account-wide roles tagged `train` too
+        elsewhere = deploy.live_role_elsewhere(stack_names("train", "eu-west-1"))
         swept = gpuc_at(moto_server, "sweep", "--stack", "train")
         assert swept.returncode == 0, swept.stderr
         assert "nothing" in swept.stdout.lower(), swept.stdout
+        assert deploy.iam.get_role(RoleName=elsewhere)["Role"]["RoleName"] == elsewhere
         # 9. the data stays: the dataset and the checkpoints
         assert deploy.s3.get_object(Bucket=bucket, Key="datasets/tokens.bin")["Body"].read() == (
             DATASET

@@ -232,3 +232,19 @@ def test_a_stack_name_with_every_character_pulumi_allows_plans(stack):
     assert "_" not in suffix and len(suffix) <= SLR_SUFFIX_MAX
     (alias,) = [r for r in plan.of_type(ALIAS) if r.inputs["name"].endswith("-security")]
     assert re.fullmatch(r"alias/[a-zA-Z0-9/_-]+", alias.inputs["name"])
+
+
+def test_the_same_stack_in_two_regions_creates_no_account_wide_name_twice():
+    """IAM and Budgets are account-wide: `train` in us-east-1 and in eu-west-1 each need their
+    own service-linked role and budget (the budget `gpu-cluster-<stack>` and the suffix
+    `<cluster>-security` collided on create)."""
+    west = {
+        **SPOT_TRAIN,
+        "aws:region": "eu-west-1",
+        "gpu-cluster:availabilityZone": "eu-west-1a",
+    }
+    east, other = plan_config(SPOT_TRAIN, "train"), plan_config(west, "train")
+    assert east.error is None and other.error is None, (east.error, other.error)
+    for type_, key in ((SLR, "customSuffix"), (BUDGET, "name")):
+        (mine,), (theirs,) = east.of_type(type_), other.of_type(type_)
+        assert mine.inputs[key] != theirs.inputs[key], type_
