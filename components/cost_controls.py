@@ -114,7 +114,7 @@ class CostControls:
     alert_emails: tuple[str, ...] = ()
     # why the nodes stop at expires_at: the stack's expiresAt, or the end of its Capacity Block
     expiry_reason: str = "expiresAt"
-    # the capacity bills whether nodes run or not (a Capacity Block, a created reservation):
+    # the capacity bills whether nodes run or not (a Capacity Block, a capacity reservation):
     # stopping nodes frees them, it does not stop the bill
     prepaid: bool = False
     # all or nothing: a multi-node group short of its size this long after its first node
