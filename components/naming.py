@@ -16,6 +16,10 @@ STACK_TAG = "gpu-cluster:stack"
 # match, and the nodes' IAM conditions name. The stack tag alone is shared by the same stack
 # name in another region or project: IAM roles, instance profiles and budgets are account-wide.
 STACK_ID_TAG = "gpu-cluster:stack-id"
+# What gpu-cluster puts on a node besides the user's tags: cluster_tags, the instance's Name
+# (components/node_group.py) and the node's own health report (HEALTH_TAG, set at run time,
+# unseen by any plan). AWS's 50 tags per resource (aws_limits.MAX_TAGS) leave the rest.
+OWN_NODE_TAGS = (*MANAGED_BY_TAG, CLUSTER_TAG, STACK_TAG, STACK_ID_TAG, "Name", HEALTH_TAG)
 
 
 def child_name(parent: str, role: str) -> str:

@@ -947,6 +947,25 @@ def test_message_renders_every_problem_with_received_allowed_and_fix():
     assert text.count("received:") == text.count("allowed:") == text.count("fix:") == 2
 
 
+def test_the_most_tags_a_user_may_set_leave_room_for_a_nodes_own():
+    """A node carries the user's tags, gpu-cluster's (stack id included), its Name and, once
+    its health check ran, the health tag: 50 in all at most (EC2 tag restrictions)."""
+    from gpu_cluster.components.naming import HEALTH_TAG
+    from gpu_cluster.infra.plan.engine import run_plan
+    from gpu_cluster.infra.validation.names import MAX_USER_TAGS
+
+    tags = {f"k{i}": "v" for i in range(MAX_USER_TAGS)}
+    resolved(config(tags=tags))  # accepted
+    plan = run_plan("train", config(tags=tags))
+    assert plan.error is None, plan.error
+    (group,) = plan.of_type("aws:autoscaling/group:Group")
+    node_tags = {t["key"] for t in group.inputs["tags"] if t["propagateAtLaunch"]}
+    node_tags |= {"Name", HEALTH_TAG}  # the launch template's Name; the node's own report
+    assert len(node_tags - {"aws:autoscaling:groupName"}) <= 50
+    (problem,) = problems_of(config(tags={**tags, "one-more": "v"}))
+    assert problem.path == "gpu-cluster:tags"
+
+
 def test_too_many_tags_and_reserved_tag_prefix():
     tags = {f"k{i}": "v" for i in range(46)}
     tags["aws:owner"] = "me"

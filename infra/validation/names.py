@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from gpu_cluster.components.aws_limits import MAX_TAGS
 from gpu_cluster.components.catalog import Catalog
-from gpu_cluster.components.naming import MANAGED_BY_TAG
+from gpu_cluster.components.naming import MANAGED_BY_TAG, OWN_NODE_TAGS
 from gpu_cluster.infra.errors import Problem
 from gpu_cluster.infra.spec import (
     StackSpec,
@@ -16,7 +17,7 @@ from gpu_cluster.infra.validation.common import key
 
 CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]\Z")
 IMDS_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=._:@,]+\Z")  # instance metadata tags are enabled
-MAX_USER_TAGS = 45  # AWS allows 50 per resource; gpu-cluster adds its own
+MAX_USER_TAGS = MAX_TAGS - len(OWN_NODE_TAGS)  # 44: AWS allows 50 per resource
 COMPUTE_KEYS = (
     "availabilityZone",
     "instanceType",
