@@ -63,13 +63,41 @@ def test_destroy_exclude_protected_deletes_everything_that_bills_and_keeps_the_d
     assert group.urn not in protected_excludes(own_bucket)
 
 
-@pytest.mark.parametrize("stack", ["dev", "experiment", "train", "inference"])
-def test_every_compute_stack_is_deleted_by_a_plain_destroy(stack):
+@pytest.mark.parametrize("stack", ["dev", "experiment", "train"])
+def test_every_training_stack_is_deleted_by_a_plain_destroy(stack):
     plan = plan_stack(stack)
     assert plan.error is None, plan.error
-    assert destroy(plan).runs
+    assert destroy(plan).completes
     assert stop_paying_command(plan) == f"pulumi destroy -s {stack}"
     assert f"Stop paying: `pulumi destroy -s {stack}` deletes it all" in text_tree(plan)
+
+
+def test_the_inference_stack_turns_its_deletion_protection_off_before_the_destroy():
+    """DeleteLoadBalancer refuses a protected load balancer: a plain destroy would delete the
+    nodes, then fail there with the load balancer still billing."""
+    plan = plan_stack("inference")
+    assert plan.error is None, plan.error
+    plain = destroy(plan)
+    assert plain.runs and not plain.completes
+    assert [r.type for r in plain.refused_by_aws] == ["aws:lb/loadBalancer:LoadBalancer"]
+    assert stop_paying_command(plan) == (
+        "pulumi config set --path inference.deletionProtection false -s inference && "
+        "pulumi up -s inference && pulumi destroy -s inference"
+    )
+    (line,) = [line for line in text_tree(plan).splitlines() if "pulumi destroy" in line]
+    assert "deletion protection on" in line
+    off = plan_config(
+        {**plan.config, "gpu-cluster:inference": _without_protection(plan.config)}, "inference"
+    )
+    assert off.error is None, off.error
+    assert destroy(off).completes and stop_paying_command(off) == "pulumi destroy -s inference"
+
+
+def _without_protection(config: dict[str, str]) -> str:
+    import json
+
+    inference = json.loads(config["gpu-cluster:inference"])
+    return json.dumps({**inference, "deletionProtection": False})
 
 
 def test_the_data_stack_refuses_destroy_as_it_should():

@@ -115,14 +115,23 @@ def teardown(plan: Plan) -> str:
     """How the stack is deleted: with protected resources in it a plain `pulumi destroy` fails
     in its preview and deletes nothing, GPU nodes included (infra/plan/destroy.py)."""
     command = stop_paying_command(plan)
-    protected = destroy(plan).refused
-    if not protected:
+    plain = destroy(plan)
+    notes = []
+    if plain.refused:
+        names = ", ".join(r.name for r in plain.refused)
+        notes.append(
+            f"{names} are protected, so a plain `pulumi destroy` fails in its preview and "
+            "deletes nothing (GPU nodes included); this deletes everything else and keeps them"
+        )
+    if plain.refused_by_aws:
+        names = ", ".join(r.name for r in plain.refused_by_aws)
+        notes.append(
+            f"{names} has deletion protection on, which AWS refuses to delete: the destroy "
+            "would stop there, with it still billing; it is turned off first"
+        )
+    if not notes:
         return f"`{command}` deletes it all (then `gpuc sweep --stack {plan.stack}`)"
-    names = ", ".join(r.name for r in protected)
-    return (
-        f"`{command}`: {names} are protected, so a plain `pulumi destroy` fails in its preview "
-        "and deletes nothing (GPU nodes included); this deletes everything else and keeps them"
-    )
+    return f"`{command}`: " + "; ".join(notes)
 
 
 def text_tree(plan: Plan) -> str:
