@@ -292,9 +292,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
             end_date_type="limited" if purchase.end_date else "unlimited",
             end_date=purchase.end_date,
             tags=args.tags,
-            # AWS cannot move a reservation out of a placement group: a new group, a new one;
-            # and DeletePlacementGroup refuses a group holding an active reservation, so the
-            # engine cancels it first (a dependent it replaces: replaceOnChanges, as the group)
+            # AWS cannot move a reservation into or out of a placement group: a new group, a new
+            # one; and a cluster placement group with an active reservation cannot be deleted
+            # (EC2 User Guide, "Capacity Reservations in cluster placement groups"), so the
+            # engine cancels it first: a dependent it replaces (replaceOnChanges, as the group;
+            # the provider updates placement_group_arn in place: ec2_capacity_reservation.go)
             opts=pulumi.ResourceOptions(
                 parent=self,
                 delete_before_replace=True,
