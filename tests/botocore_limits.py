@@ -16,11 +16,15 @@ Beyond `max`, what AWS's request validation refuses and botocore never checks:
   `\x{h..h}`, UTF-16 surrogate pairs `\uD800\uDC00` as one code point, `&&` class
   intersection. A pattern it cannot translate is skipped and counted (UNTRANSLATED); across
   every botocore model there are 2 (tests/test_botocore_limits.py holds the count).
-- `enum`: every service's own validation refuses a value outside the set ("Member must
-  satisfy enum value set", EC2's InvalidParameterValue, S3's InvalidArgument /
-  InvalidStorageClass); botocore leaves enums open so an older SDK can pass a newer value.
-  The installed botocore is newer than this project's code, so a value outside its enum is a
-  value AWS does not know: refused here for every service.
+- `enum`: the services whose requests AWS validates against the model (the JSON and query
+  services: SSM, Logs, KMS, CloudWatch, IAM, Auto Scaling, SNS, EventBridge, ...) refuse a
+  value outside the set with "Member must satisfy enum value set: [...]"; S3 refuses one with
+  its own errors (InvalidStorageClass, InvalidArgument). botocore leaves enums open so an
+  older SDK can pass a newer value; the installed botocore is newer than this project's code,
+  so a value outside its enum is one AWS does not know. Not checked for EC2
+  (ENUMS_NOT_ENFORCED): EC2 validates its parameters itself, not by the model, and its model's
+  enums are known not to be the values EC2 takes and returns (PlatformValues "Windows" where
+  EC2 answers "windows": boto/botocore#3128, aws/aws-sdk#797).
 - `required` and `min`: botocore checks them itself.
 
 Every refusal is also recorded (REFUSED in process; the file named by BOTOCORE_LIMITS_RECORD
@@ -50,6 +54,7 @@ _REQUEST = threading.local()  # set while a request (not a Stubber's response) i
 RECORD_VARIABLE = "BOTOCORE_LIMITS_RECORD"
 REFUSED: list[str] = []  # this process's refusals since the last take()
 UNTRANSLATED: set[str] = set()  # model patterns java_regex() could not translate (skipped)
+ENUMS_NOT_ENFORCED = {"ec2"}  # services whose model enums AWS does not validate (see above)
 
 
 def range_check(name: str, value: Any, shape: Any, error_type: str, errors: Any) -> None:
@@ -202,13 +207,14 @@ def _validate_string(self: Any, param: Any, shape: Any, errors: Any, name: str) 
         if compiled is not None and compiled.fullmatch(param) is None:
             errors.report(name, "not the model's pattern", param=param, pattern=pattern)
     allowed = shape.enum
-    if allowed and param not in allowed:
+    if allowed and param not in allowed and _REQUEST.service not in ENUMS_NOT_ENFORCED:
         errors.report(name, "not in the model's enum", param=param, allowed=allowed)
 
 
 def serialize_to_request(self: Any, parameters: Any, operation_model: Any) -> Any:
     """botocore's validation of one request before it is sent, each refusal recorded."""
     _REQUEST.active = True
+    _REQUEST.service = operation_model.service_model.service_name
     try:
         return _ORIGINAL_SERIALIZE(self, parameters, operation_model)
     except validate.ParamValidationError as error:

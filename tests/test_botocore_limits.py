@@ -64,6 +64,18 @@ def test_a_value_outside_the_models_enum_is_refused_naming_the_member_and_the_se
     assert "'String', 'StringList', 'SecureString'" in message
 
 
+def test_ec2s_enums_are_not_its_validation_so_they_are_not_checked():
+    """EC2 validates by itself (its model's PlatformValues is "Windows", EC2's "windows"):
+    an EC2 value outside the model's enum is sent; another service's is refused."""
+    ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x",
+                       aws_secret_access_key="x")  # fmt: skip
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_instance_types", {"InstanceTypes": []})
+        ec2.describe_instance_types(InstanceTypes=["p9.future"])
+    with botocore_limits.refusals_expected(), pytest.raises(ParamValidationError):
+        offline_ssm().put_parameter(Name="/p", Value="v", Type="Future")
+
+
 def test_a_list_over_its_max_is_refused_naming_the_member_and_the_max():
     with botocore_limits.refusals_expected(), pytest.raises(ParamValidationError) as raised:
         offline_ssm().send_command(InstanceIds=[GOOD_ID] * 51, **SEND)
