@@ -124,12 +124,15 @@ class CostControls:
     @property
     def alerts(self) -> bool:
         """A topic is needed: budget notifications, the lifetime warning, a partial gang's
-        stop or an idle stop that sees no data go there."""
+        stop or an idle stop that sees no data go there; and on prepaid capacity, where neither
+        stop is on by default, the nodes' own alerts (a failure that keeps replacing nodes, a
+        full root disk), which waste hours already paid for."""
         return (
             self.budget is not None
             or self.expires_at is not None
             or self.gang_timeout_minutes > 0
             or self.idle_stop is not None
+            or self.prepaid
         )
 
     def describe(self) -> list[str]:

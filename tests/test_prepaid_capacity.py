@@ -67,16 +67,16 @@ def test_on_demand_and_spot_keep_the_default_gang_timeout():
         assert "bills anyway" not in gang
 
 
-def test_alert_emails_on_prepaid_capacity_without_a_sender_are_warned_about():
-    """The gang timeout, off by default there, sends nothing: the e-mails reach no one."""
-    config = {
-        **TRAIN_LIKE,
-        **PREPAID["created reservation"],
-        "gpu-cluster:alertEmails": '["ml@example.com"]',
-    }
+@pytest.mark.parametrize("option", sorted(PREPAID))
+def test_prepaid_capacity_keeps_its_alert_topic_for_the_nodes_own_alerts(option):
+    """A failure that keeps replacing nodes or a full root disk wastes hours paid for: the
+    nodes still reach the topic (and the e-mails on it) with both stops off."""
+    config = {**TRAIN_LIKE, **PREPAID[option], "gpu-cluster:alertEmails": '["ml@example.com"]'}
     plan = plan_config(config, stack="train")
     assert plan.error is None, plan.error
-    assert any(w.startswith("alertEmails: nothing sends") for w in plan.outputs["configWarnings"])
+    assert len(plan.of_type("aws:sns/topic:Topic")) == 1
+    assert [r for r in plan.of_type(ROLE_POLICY) if r.name.endswith("node-alerts-access")]
+    assert not [w for w in plan.outputs["configWarnings"] if w.startswith("alertEmails")]
 
 
 # --- a Capacity Block whose end cannot be read at `pulumi up` ---------------------------

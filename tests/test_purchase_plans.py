@@ -186,22 +186,13 @@ def test_switching_purchase_option_changes_only_how_nodes_are_bought(train_plan,
     base = {r.name for r in train_plan.resources}
     assert {"train-nodes-group", "train-nodes-launch-template"} <= {r.name for r in plan.resources}
     prepaid = extra["purchaseOption"] != "spot"  # paid whether the nodes run or not
-    # the idle stop and the gang timeout: off by default on prepaid capacity, and with nothing
-    # left to send alerts, no alert topic (the key's policy names its publishers only with one)
-    idle = {
-        "train-cost-idle-scale-to-zero",
-        "train-cost-idle-stop",
-        "train-gang-stop-access",
-        "train-cost-alerts",
-        "train-alerts-topic",
-        "train-node-alerts-access",
-        "train-cost-alerts-policy",
-    }
+    # the idle stop and the gang timeout: off by default on prepaid capacity (the alert topic
+    # stays, for the nodes' own alerts)
+    idle = {"train-cost-idle-scale-to-zero", "train-cost-idle-stop", "train-gang-stop-access"}
     untouched = [
         r
         for r in train_plan.resources
-        if not r.name.startswith("train-nodes")
-        and not (prepaid and r.name in idle | {"train-security-key"})
+        if not r.name.startswith("train-nodes") and not (prepaid and r.name in idle)
     ]
     for resource in untouched:
         assert plan.named(resource.name).inputs == resource.inputs, resource.name

@@ -12,7 +12,7 @@ from gpu_cluster.infra.cost.gpu_prices import spot_by_zone
 from gpu_cluster.infra.cost.unit_prices import hours_per_month
 from gpu_cluster.infra.suggest import suggest
 from gpu_cluster.infra.validation.common import GO_TIME, config_moment
-from gpu_cluster.infra.validation.cost_controls import gang_timeout_minutes
+from gpu_cluster.infra.validation.cost_controls import gang_timeout_minutes, prepaid
 
 LARGE_GPUS = 512  # more than any stage of this project; AWS default GPU quotas are far lower
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # AWS allows it for VPCs
@@ -84,7 +84,8 @@ def cost_control_warnings(
             "budget: no alertEmails, so its 80 % and 100 % alerts reach no one (pulumi config "
             "set --path alertEmails[0] you@example.com)"
         )
-    gang = gang_timeout_minutes(spec) > 0
+    # prepaid capacity keeps its topic for the nodes' own alerts (CostControls.alerts)
+    gang = gang_timeout_minutes(spec) > 0 or (prepaid(spec) and spec.role == "cluster")
     if spec.alert_emails and spec.budget is None and spec.expires_at is None and not gang:
         found.append(
             "alertEmails: nothing sends alerts without a budget, expiresAt or a multi-node "
