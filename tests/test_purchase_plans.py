@@ -8,7 +8,8 @@ import shlex
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import ROOT, TRAIN_LIKE, only, plan_config
+from conftest import ROOT, TRAIN_LIKE, only, plan_config, stack_names
+from gpu_cluster.components.names import autoscaling_role_suffix
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.errors import AwsError, ConfigError
 from gpu_cluster.infra.facts import ReservationFacts
@@ -366,7 +367,8 @@ def test_invalid_option_combination_creates_nothing():
 def test_the_group_launches_with_a_service_linked_role_the_key_trusts(train_plan):
     role = only(train_plan, "aws:iam/serviceLinkedRole:ServiceLinkedRole")
     assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
-    assert role.inputs["customSuffix"] == "train-security"  # unique per cluster
+    # unique per stack and region in the account (components/names.py)
+    assert role.inputs["customSuffix"] == autoscaling_role_suffix(stack_names("train"))
     role_arn = train_plan.state(role)["arn"]
     assert only(train_plan, GROUP).inputs["serviceLinkedRoleArn"] == role_arn
     key = train_plan.named("train-security-key")
