@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 from conftest import ROOT
+from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity, secrets_path
 from gpu_cluster.components.secrets import SecretNameError
 from gpu_cluster.infra.plan.engine import run_plan
 from gpu_cluster.infra.stack_files import load_stack_config
@@ -69,10 +70,12 @@ def program(tmp_path, secrets: str):
         textwrap.dedent(
             f"""
             import pulumi
+            from gpu_cluster.components.names import runtime_identity, secrets_path
             from gpu_cluster.components.secrets import store_secrets
 
             store_secrets(
                 "train",
+                secrets_path(runtime_identity("train", "us-east-1")),
                 {{{secrets}: pulumi.Output.secret("hf_abc")}},
                 "arn:aws:kms:us-east-1:123456789012:key/1234",
                 {{}},
@@ -99,4 +102,6 @@ def test_the_library_stores_a_good_name(tmp_path):
     plan = run_plan("dev", {"aws:region": "us-east-1"}, program=program(tmp_path, '"HF_TOKEN"'))
     assert plan.error is None, plan.error
     (parameter,) = plan.of_type("aws:ssm/parameter:Parameter")
-    assert parameter.inputs["name"] == "/gpu-cluster/train/secrets/HF_TOKEN"
+    # stack dev, cluster train: the names room's path for that stack
+    dev = StackIdentity(DEFAULT_PROJECT, "dev", "us-east-1", "train")
+    assert parameter.inputs["name"] == f"{secrets_path(dev)}/HF_TOKEN"
