@@ -130,8 +130,8 @@ rendezvous_host() {
   aws ec2 describe-instances --region "$REGION" --output text \
     --filters "Name=tag:{{CLUSTER_TAG}},Values=$CLUSTER" "Name=vpc-id,Values=$vpc" \
       "Name=instance-state-name,Values=pending,running" \
-    --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress,Tags[?Key==`gpu-cluster:health`]|[0].Value,Tags[?Key==`{{STACK_ID_TAG}}`]|[0].Value]' \
-    | sort | awk -v id="$STACK_ID" '($5 == id || $5 == "None") && $4 !~ /^failed/ {print $2, $3; exit}'
+    --query 'Reservations[].Instances[].[LaunchTime,InstanceId,PrivateIpAddress,Tags[?Key==`{{STACK_ID_TAG}}`]|[0].Value,Tags[?Key==`gpu-cluster:health`]|[0].Value]' \
+    | sort | awk -v id="$STACK_ID" '($4 == id || $4 == "None") && $5 !~ /^failed/ {print $2, $3; exit}'
 }
 
 # The job's output, each line prefixed with its name (`gpuc logs --job NAME` finds its lines in
