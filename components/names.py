@@ -19,8 +19,10 @@ The default stack (this project, stack name = cluster name) keeps the regional n
 versions gave it, so an upgrade replaces none of them; every other identity adds its digest.
 Account-wide names always carry the region (which earlier versions left out: the service-linked
 role and the budget get new names once). IAM roles and instance profiles are named by Pulumi
-(logical name plus a random suffix): unique, and matched by the stack-id tag. `NAME_KINDS` lists every kind with its scope and the AWS limit
-(components/aws_limits.py) it must meet; tests/test_names.py checks them over generated
+(logical name plus a random suffix): unique, and matched by the stack-id tag.
+
+`NAME_KINDS` lists every kind with its scope and the AWS limit (components/aws_limits.py) it
+must meet; tests/test_names.py checks them over generated
 identities: distinct stacks never share a name, and every name is within its limits."""
 
 from __future__ import annotations
