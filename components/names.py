@@ -257,103 +257,61 @@ def bounded_name(text: str, limit: int = 32) -> str:
 # --- the table the tests walk -------------------------------------------------------------
 
 
+# Each namespace AWS keeps names unique in, and the resource input (a row of
+# components/aws_limits.LIMITS) whose limits its names must meet.
+NAMESPACES: dict[str, tuple[str, str]] = {
+    "kms-alias": ("aws:kms/alias:Alias", "name"),
+    "log-group": ("aws:cloudwatch/logGroup:LogGroup", "name"),
+    # no limit in the Logs model or docs: only uniqueness is checked
+    "logs-resource-policy": ("aws:cloudwatch/logResourcePolicy:LogResourcePolicy", "policyName"),
+    "ssm-parameter": ("aws:ssm/parameter:Parameter", "name"),
+    "load-balancer": ("aws:lb/loadBalancer:LoadBalancer", "name"),
+    "target-group": ("aws:lb/targetGroup:TargetGroup", "name"),
+    "cloudtrail": ("aws:cloudtrail/trail:Trail", "name"),
+    "iam-role": ("aws:iam/serviceLinkedRole:ServiceLinkedRole", "customSuffix"),
+    "budget": ("aws:budgets/budget:Budget", "name"),
+    "s3-bucket": ("aws:s3/bucket:Bucket", "bucket"),
+}
+
+
 @dataclass(frozen=True)
 class NameKind:
-    """One kind of name: how it is made, where AWS needs it unique, and which limit applies
-    (a row of components/aws_limits.LIMITS, by resource type and input)."""
+    """One kind of name: how it is made, where AWS needs it unique, and its namespace."""
 
     make: Callable[[StackIdentity], str]
     scope: Scope
     namespace: str  # names of one namespace must differ (e.g. all SSM parameters)
-    resource_type: str
-    input_name: str
+
+    @property
+    def resource_type(self) -> str:
+        return NAMESPACES[self.namespace][0]
+
+    @property
+    def input_name(self) -> str:
+        return NAMESPACES[self.namespace][1]
 
 
 NAME_KINDS: dict[str, NameKind] = {
-    "key alias": NameKind(key_alias, "regional", "kms-alias", "aws:kms/alias:Alias", "name"),
-    "data key alias": NameKind(
-        lambda i: key_alias(i, "data"), "regional", "kms-alias", "aws:kms/alias:Alias", "name"
-    ),
-    "flow logs": NameKind(
-        flow_logs_group, "regional", "log-group", "aws:cloudwatch/logGroup:LogGroup", "name"
-    ),
-    "node events": NameKind(
-        node_events_group, "regional", "log-group", "aws:cloudwatch/logGroup:LogGroup", "name"
-    ),
-    "jobs log": NameKind(
-        jobs_log_group, "regional", "log-group", "aws:cloudwatch/logGroup:LogGroup", "name"
-    ),
-    "model metrics": NameKind(
-        lambda i: model_metrics_log_group(i, ""),
-        "regional",
-        "log-group",
-        "aws:cloudwatch/logGroup:LogGroup",
-        "name",
-    ),
-    "node events policy": NameKind(
-        node_events_policy,
-        "regional",
-        "logs-resource-policy",
-        "aws:cloudwatch/logResourcePolicy:LogResourcePolicy",
-        "policyName",  # no limit in the Logs model or docs: only uniqueness is checked
-    ),
-    "job": NameKind(
-        lambda i: job_parameter(i, "pretrain"),
-        "regional",
-        "ssm-parameter",
-        "aws:ssm/parameter:Parameter",
-        "name",
-    ),
-    "secret": NameKind(
-        lambda i: f"{secrets_path(i)}/HF_TOKEN",
-        "regional",
-        "ssm-parameter",
-        "aws:ssm/parameter:Parameter",
-        "name",
-    ),
-    "job bucket": NameKind(
-        job_bucket_parameter, "regional", "ssm-parameter", "aws:ssm/parameter:Parameter", "name"
-    ),
-    "alerts topic": NameKind(
-        alerts_topic_parameter, "regional", "ssm-parameter", "aws:ssm/parameter:Parameter", "name"
-    ),
+    "key alias": NameKind(key_alias, "regional", "kms-alias"),
+    "data key alias": NameKind(lambda i: key_alias(i, "data"), "regional", "kms-alias"),
+    "flow logs": NameKind(flow_logs_group, "regional", "log-group"),
+    "node events": NameKind(node_events_group, "regional", "log-group"),
+    "jobs log": NameKind(jobs_log_group, "regional", "log-group"),
+    "model metrics": NameKind(lambda i: model_metrics_log_group(i, ""), "regional", "log-group"),
+    "node events policy": NameKind(node_events_policy, "regional", "logs-resource-policy"),
+    "job": NameKind(lambda i: job_parameter(i, "pretrain"), "regional", "ssm-parameter"),
+    "secret": NameKind(lambda i: f"{secrets_path(i)}/HF_TOKEN", "regional", "ssm-parameter"),
+    "job bucket": NameKind(job_bucket_parameter, "regional", "ssm-parameter"),
+    "alerts topic": NameKind(alerts_topic_parameter, "regional", "ssm-parameter"),
     "replacements": NameKind(
-        lambda i: f"{replacements_parameter(i)}/xid-79",
-        "regional",
-        "ssm-parameter",
-        "aws:ssm/parameter:Parameter",
-        "name",
+        lambda i: f"{replacements_parameter(i)}/xid-79", "regional", "ssm-parameter"
     ),
-    "load balancer": NameKind(
-        lambda i: load_balancer_name(i, ""),
-        "regional",
-        "load-balancer",
-        "aws:lb/loadBalancer:LoadBalancer",
-        "name",
-    ),
+    "load balancer": NameKind(lambda i: load_balancer_name(i, ""), "regional", "load-balancer"),
     "target group": NameKind(
-        lambda i: target_group_name(i, "", 8000),
-        "regional",
-        "target-group",
-        "aws:lb/targetGroup:TargetGroup",
-        "name",
+        lambda i: target_group_name(i, "", 8000), "regional", "target-group"
     ),
-    "audit trail": NameKind(
-        trail_name, "regional", "cloudtrail", "aws:cloudtrail/trail:Trail", "name"
-    ),
-    "autoscaling role": NameKind(
-        autoscaling_role_suffix,
-        "account",
-        "iam-role",
-        "aws:iam/serviceLinkedRole:ServiceLinkedRole",
-        "customSuffix",
-    ),
-    "budget": NameKind(budget_name, "account", "budget", "aws:budgets/budget:Budget", "name"),
-    "bucket": NameKind(
-        lambda i: default_bucket_name(i, "123456789012"),
-        "global",
-        "s3-bucket",
-        "aws:s3/bucket:Bucket",
-        "bucket",
-    ),
+    "audit trail": NameKind(trail_name, "regional", "cloudtrail"),
+    "autoscaling role": NameKind(autoscaling_role_suffix, "account", "iam-role"),
+    "budget": NameKind(budget_name, "account", "budget"),
+    "bucket": NameKind(lambda i: default_bucket_name(i, "123456789012"), "global", "s3-bucket"),
 }

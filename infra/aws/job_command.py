@@ -251,13 +251,11 @@ def check_largest_spec(request: JobRequest) -> None:
         raise _failed(error) from error
 
 
-def code_in_bucket(
-    ssm: Any, s3: Any, cluster: StackIdentity, stack: str, packed: PackedWorkdir
-) -> bool | None:
+def code_in_bucket(ssm: Any, s3: Any, cluster: StackIdentity, packed: PackedWorkdir) -> bool | None:
     """Whether the stack's bucket holds this archive already, so the upload is skipped (None
     when it cannot be told here: run_job then says what is missing or refused)."""
     try:
-        return stored(s3, stack_bucket(ssm, cluster, stack), packed)
+        return stored(s3, stack_bucket(ssm, cluster), packed)
     except (AwsError, JobError):
         return None
 
@@ -306,7 +304,7 @@ def command_run(
     image = checked_image(request, stack, region, settings or {})
     ec2, ssm = _clients(region)
     s3 = client("s3", region) if packed is not None else None
-    present = code_in_bucket(ssm, s3, cluster, stack, packed) if packed is not None else None
+    present = code_in_bucket(ssm, s3, cluster, packed) if packed is not None else None
     key = key_alias(cluster)
     try:
         spec, nodes, command_ids = run_job(

@@ -221,16 +221,16 @@ def check_spec_size(spec: JobSpec) -> None:
         )
 
 
-def stack_bucket(ssm: Any, cluster: StackIdentity, stack: str) -> str:
-    """The stack's bucket, as `pulumi up` recorded it (components/jobs.job_bucket_parameter)."""
+def stack_bucket(ssm: Any, cluster: StackIdentity) -> str:
+    """The stack's bucket, as `pulumi up` recorded it (components/names.job_bucket_parameter)."""
     name = job_bucket_parameter(cluster)
     try:
         parameter = call(ssm, "ssm", "GetParameter", Name=name, WithDecryption=True)
     except AwsError as error:
         if error.code == "ParameterNotFound":
             raise JobError(
-                f"stack '{stack}' has not recorded its bucket ({name}): run `pulumi up` with "
-                "this version of gpu-cluster first; nothing was started",
+                f"stack '{cluster.stack}' has not recorded its bucket ({name}): run `pulumi up` "
+                "with this version of gpu-cluster first; nothing was started",
                 4,
             ) from error
         raise
@@ -452,7 +452,7 @@ def run_job(
     )
     check_spec_size(spec)
     if workdir is not None:
-        bucket = stack_bucket(ssm, cluster, stack)
+        bucket = stack_bucket(ssm, cluster)
         upload_workdir(s3 if s3 is not None else client("s3", region), bucket, workdir)
     store_spec(
         ssm, cluster, key_alias, spec, Description=f"gpu-cluster job {name} of stack {stack}"

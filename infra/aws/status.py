@@ -88,5 +88,9 @@ def orphans(nodes: list[Node], known_stacks: list[str]) -> list[Node]:
     """Nodes whose stack has no stack file here (a forgotten or renamed stack still billing);
     another project's nodes are that project's (their stack id names it)."""
     ours = f"{DEFAULT_PROJECT}/"
-    theirs = [n for n in nodes if n.stack_id and not n.stack_id.startswith(ours)]
-    return [n for n in nodes if (n.stack or n.cluster) not in known_stacks and n not in theirs]
+    return [
+        n
+        for n in nodes
+        if (n.stack or n.cluster) not in known_stacks
+        and (not n.stack_id or n.stack_id.startswith(ours))
+    ]
