@@ -9,14 +9,6 @@ gpu_cluster/, so nothing else is top-level in a user's environment."""
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
-
-# In a checkout the subpackages are the repository's top-level folders beside this one.
-_checkout = Path(__file__).resolve().parent.parent
-if (_checkout / "components" / "__init__.py").exists() and not (
-    Path(__file__).resolve().parent / "components"
-).exists():
-    __path__.append(str(_checkout))
 
 try:
     __version__ = version("gpu-cluster")
