@@ -25,9 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import gpu_cluster.components.user_data as user_data  # noqa: E402
 from boot_fakes import FakeImds  # noqa: E402
 from boot_harness import P4D, P5_48XL, BootNode  # noqa: E402
+
+import gpu_cluster.components.user_data as user_data  # noqa: E402
 from gpu_cluster.components.user_data import BootConfig, render_user_data, user_data_payload  # noqa: E402
 
 user_data.JOB_USER = "root"  # no `ubuntu` user on the build machine (the secrets step's group)

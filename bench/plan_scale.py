@@ -152,10 +152,11 @@ def load_aws_submodules(aws: Any, names: list[str]) -> None:
 
 def child_plan(size: Size, replay_out: str | None) -> dict[str, Any]:
     start = time.perf_counter()
+    import pulumi_aws
+
     import gpu_cluster.infra.config
     import gpu_cluster.infra.program
     import gpu_cluster.infra.validation  # noqa: F401  (imported lazily by infra.config)
-    import pulumi_aws
     from gpu_cluster.infra.plan.engine import run_plan
 
     load_aws_submodules(pulumi_aws, aws_submodules_used())

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.dlami import dlami, dlami_image_name, dlami_parameter
 
 LATEST = "latest"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.naming import child_name
 
 TRAIL_PREFIX = "cloudtrail"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
 from gpu_cluster.components.boot_bundle import boot_bundle, bundle_key
 from gpu_cluster.components.catalog import InstanceFacts

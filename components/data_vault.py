@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.audit_trail import TrailSettings, trail_arn
 from gpu_cluster.components.datastore import DataStore, DataStoreArgs
 from gpu_cluster.components.kms import create_cluster_key

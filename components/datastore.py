@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.audit_trail import TRAIL_PREFIX, TrailSettings, create_trail
 from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import (

@@ -21,6 +21,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cost_controls import GPU_METRIC, METRIC_NAMESPACE
 from gpu_cluster.components.datastore import log_bucket

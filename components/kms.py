@@ -6,6 +6,7 @@ import json
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import kms_key_policy
 

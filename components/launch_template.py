@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+
 from gpu_cluster.components.nic_layout import NicSlot
 from gpu_cluster.components.user_data import user_data_payload
 

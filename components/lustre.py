@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import NODE_WRITE_PREFIXES
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.cidr import SubnetLayout, interface_endpoints
 from gpu_cluster.components.names import StackIdentity, flow_logs_group, runtime_identity
 from gpu_cluster.components.naming import child_name

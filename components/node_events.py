@@ -8,6 +8,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.names import StackIdentity, node_events_group, node_events_policy
 from gpu_cluster.components.naming import child_name
 

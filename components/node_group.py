@@ -30,6 +30,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.launch_template import (
     RootVolume,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.naming import (
     SECRET_NAME_ALLOWED,
     child_name,

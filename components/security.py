@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 import pulumiverse_time
+
 from gpu_cluster.components.images import repository_arns
 from gpu_cluster.components.kms import create_cluster_key
 from gpu_cluster.components.names import (

@@ -10,6 +10,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout, service_zone_subnets

@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.cost_controls import (
     ACTIVITY_METRIC,
     CHECKPOINT_BEFORE_STOP,

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 import pulumi
+from pydantic.alias_generators import to_camel
+
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
 from gpu_cluster.components.cluster import GpuCluster as ClusterComponent
 from gpu_cluster.components.data_vault import DataVault
@@ -31,7 +33,6 @@ from gpu_cluster.infra.network_check import with_network_facts, with_subnet_zone
 from gpu_cluster.infra.spec import PROJECT, StackSpec, StrictModel
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 from gpu_cluster.infra.versions import require_supported_pulumi
-from pydantic.alias_generators import to_camel
 
 __all__ = [
     "ArgumentError",

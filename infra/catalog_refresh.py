@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
+
 from gpu_cluster.components.catalog import (
     CATALOG_PATH,
     Catalog,

@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 import pulumi
+from pydantic import BaseModel, ValidationError
+
 from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
 from gpu_cluster.infra.examples import whole_number_example
 from gpu_cluster.infra.namespaces import namespace_problems
 from gpu_cluster.infra.secrets_config import secret_names
 from gpu_cluster.infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
 from gpu_cluster.infra.suggest import closest, suggest
-from pydantic import BaseModel, ValidationError
 
 REGION_KEY = "aws:region"
 NESTED_KEYS: dict[str, frozenset[str]] = {

@@ -8,8 +8,9 @@ import re
 from typing import Any
 
 from annotated_types import Ge, Le
-from gpu_cluster.infra.spec import StackSpec
 from pydantic import BaseModel
+
+from gpu_cluster.infra.spec import StackSpec
 
 NUMBER_WITH_UNIT = re.compile(r"^\s*\+?([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 # unit -> factor, by what the field counts (its name ends with it)

@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from gpu_cluster.infra.aws.job_image import ImageError, parse_image
 from gpu_cluster.infra.aws.jobs import ENV_NAME, JOB_NAME, JobError, parse_env
 from gpu_cluster.infra.errors import NOT_SET, Problem, render_problems
 from gpu_cluster.infra.pulumi_yaml import NULLS, PLAIN_TAG, PulumiLoader, flow
 from gpu_cluster.infra.suggest import closest, suggest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # The job's spec is one SSM standard parameter (4 KB, SSM PutParameter): the setup gets half.
 SETUP_MAX_BYTES = 2048

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Mapping
 
 import pulumi
+
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.infra.errors import AwsError, ConfigError

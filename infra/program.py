@@ -9,6 +9,7 @@ from datetime import UTC
 
 import pulumi
 import pulumi_aws as aws
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
 from gpu_cluster.components.data_vault import DataVault, DataVaultArgs

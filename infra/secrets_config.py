@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pulumi.runtime.config import is_config_secret
+
 from gpu_cluster.components.naming import (
     SECRET_NAME_ALLOWED,
     secret_name_problem,
@@ -17,7 +19,6 @@ from gpu_cluster.components.naming import (
 )
 from gpu_cluster.infra.errors import Problem
 from gpu_cluster.infra.spec import PROJECT
-from pulumi.runtime.config import is_config_secret
 
 KEY = f"{PROJECT}:secrets"
 HIDDEN = "(a secret value, not shown)"

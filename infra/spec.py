@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from gpu_cluster.components.names import DEFAULT_PROJECT
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
+
+from gpu_cluster.components.names import DEFAULT_PROJECT
 
 PROJECT = DEFAULT_PROJECT  # Pulumi.yaml's name: the names room keeps it (components/names.py)
 DEFAULT_VPC_CIDR = "10.42.0.0/16"

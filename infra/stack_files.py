@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from gpu_cluster.infra import pulumi_yaml
 from gpu_cluster.infra.suggest import suggest
 

@@ -24,6 +24,7 @@ import inspect
 from importlib.metadata import PackageNotFoundError, version
 
 import pulumi
+
 from gpu_cluster.infra.errors import ConfigError, Problem
 
 SDK_FLOOR = "3.214.0"  # ResourceOptions(replacement_trigger=...), pulumi#20940

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
 from gpu_cluster.components.user_data import DATA_MOUNT
 
 MAX_SOURCE_BYTES = 100 * 1024 * 1024  # 100 MiB of files: downloaded by every node, every start

@@ -7,8 +7,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpu_cluster.policy.crossguard import policies
 from pulumi_policy import EnforcementLevel, PolicyPack
+
+from gpu_cluster.policy.crossguard import policies
 
 PolicyPack(
     name="gpu-cluster-security",

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_cluster.policy.control import Control
-from gpu_cluster.policy.pack import CONTROLS, problems
-from gpu_cluster.policy.resources import Res, Stack
-from gpu_cluster.policy.suppressions import suppressed
 from pulumi_policy import (
     PolicyComplianceFramework,
     ReportViolation,
@@ -22,6 +18,11 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+
+from gpu_cluster.policy.control import Control
+from gpu_cluster.policy.pack import CONTROLS, problems
+from gpu_cluster.policy.resources import Res, Stack
+from gpu_cluster.policy.suppressions import suppressed
 
 FSBP = "aws-foundational-security-best-practices"
 

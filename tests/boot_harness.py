@@ -38,6 +38,7 @@ from boot_fakes import (
     nvidia_smi_script,
     write_executable,
 )
+
 from gpu_cluster.components.boot_bundle import boot_bundle
 
 BASH = shutil.which("bash") or "/bin/bash"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import botocore_limits
 import pytest
+
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from gpu_cluster.infra.stack_files import load_stack_config, project_root

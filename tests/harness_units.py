@@ -8,8 +8,9 @@ from pathlib import Path
 import boot_harness
 import pytest
 from boot_harness import P4D, BootNode, Hardware
-from gpu_cluster.components.user_data import BootConfig
 from test_boot_harness import GROUP, ONE_NODE, SELF, TRAIN
+
+from gpu_cluster.components.user_data import BootConfig
 
 __all__ = [
     "GROUP", "ONE_NODE", "SELF", "TRAIN", "Nodes", "argument", "aws_calls", "health", "nodes",

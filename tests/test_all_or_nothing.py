@@ -8,9 +8,10 @@ import json
 from dataclasses import replace
 
 from conftest import TRAIN_LIKE, only, plan_config
-from gpu_cluster.components.aws_limits import user_data_text
 from test_boot_harness import GROUP, SELF, TRAIN
 from test_boot_harness import make_node as make_node  # the fixture
+
+from gpu_cluster.components.aws_limits import user_data_text
 
 # DescribeScalingActivities' StatusMessage for an on-demand launch short of capacity, as AWS
 # writes it (EC2 Auto Scaling API reference, Activity; the text from real activities).

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import ROOT, plan_stack
+
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.audit.command import plan_resources
 from gpu_cluster.infra.outcome import FINDINGS, OK

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import ROOT, plan_config
+
 from gpu_cluster.infra.audit.command import plan_resources
 from gpu_cluster.infra.cost.model import Usage, estimate_data
 from gpu_cluster.infra.stack_files import load_stack_config

@@ -10,13 +10,14 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
+from moto import mock_aws
+
 from gpu_cluster.infra.aws import capacity_blocks, price_refresh, reservations
 from gpu_cluster.infra.aws.capacity_blocks import duration_problem
 from gpu_cluster.infra.cli import main
 from gpu_cluster.infra.cost.gpu_prices import read_price_table
 from gpu_cluster.infra.errors import AwsError
 from gpu_cluster.infra.outcome import AWS, INPUT, USAGE
-from moto import mock_aws
 
 P4D_PRICE = "21.9576"
 

@@ -7,6 +7,7 @@ import base64
 import re
 
 import pytest
+
 from gpu_cluster.components.aws_limits import LIMITS, MAX_TAGS, Limit, violations
 from gpu_cluster.infra.plan.mocks import refusals
 

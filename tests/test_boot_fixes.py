@@ -7,6 +7,7 @@ import re
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config
+
 from gpu_cluster.components.boot_bundle import boot_bundle
 from gpu_cluster.components.cidr import AIR_GAPPED_ENDPOINTS, INTERFACE_ENDPOINTS
 from gpu_cluster.components.dlami import dlami_supports

@@ -26,6 +26,7 @@ from boot_harness import (
     run_as,
 )
 from conftest import TRAIN_LIKE, only, plan_config
+
 from gpu_cluster.components.user_data import (
     BootConfig,
     boot_script,

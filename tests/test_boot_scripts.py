@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_stubs
+
 from gpu_cluster.components.user_data import (
     BootConfig,
     boot_script,

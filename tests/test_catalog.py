@@ -7,12 +7,13 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto import mock_aws
+
 from gpu_cluster.components.catalog import CATALOG_PATH, Catalog, load_catalog
 from gpu_cluster.infra.aws import AwsError
 from gpu_cluster.infra.catalog_refresh import fetch_catalog
 from gpu_cluster.infra.cli import main
 from gpu_cluster.infra.outcome import AWS
-from moto import mock_aws
 
 REGIONS = ["us-east-1", "us-west-2"]
 REQUIRED_FAMILIES = (

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gpu_cluster.components.cidr import (
     MAX_ENDPOINT_ADDRESSES,
     addresses_needed,
@@ -13,8 +16,6 @@ from gpu_cluster.components.cidr import (
 )
 from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.components.naming import child_name, cluster_tags, merge_tags
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_default_layout_of_a_16():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.outcome import AWS, FINDINGS, INPUT, INTERNAL, OK, USAGE
 

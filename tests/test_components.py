@@ -7,6 +7,7 @@ import json
 from boot_fakes import FakeImds
 from boot_harness import P4D, BootNode
 from conftest import TRAIN_LIKE, only, plan_config
+
 from gpu_cluster.components.user_data import decoded_user_data
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -375,6 +376,7 @@ def test_moving_to_another_ami_is_an_explicit_setting():
 def test_scaling_up_resizes_the_group_and_leaves_the_template_alone(train_plan):
     """`pulumi config set nodes 8` on train: same template and trigger, only the sizes change."""
     from conftest import ROOT
+
     from gpu_cluster.infra.stack_files import load_stack_config
 
     config = {**load_stack_config("train", ROOT), "gpu-cluster:nodes": "8"}

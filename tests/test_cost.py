@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from conftest import ROOT
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.compare import BlockQuote, compare_options

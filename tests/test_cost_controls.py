@@ -8,13 +8,14 @@ import shlex
 import boto3
 import pytest
 from conftest import ROOT, plan_config
+from moto import mock_aws
+
 from gpu_cluster.components.cost_controls import WorkSchedule
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.aws.resume import resume
 from gpu_cluster.infra.outcome import OK
 from gpu_cluster.infra.stack_files import load_stack_config
-from moto import mock_aws
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 SCHEDULE = "aws:scheduler/schedule:Schedule"

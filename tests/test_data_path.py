@@ -10,6 +10,7 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import BootNode
 from conftest import TRAIN_LIKE, plan_config
+
 from gpu_cluster.components.user_data import BootConfig, render_user_data
 
 RELEASE = "https://s3.amazonaws.com/mountpoint-s3-release/latest/x86_64/mount-s3.deb"

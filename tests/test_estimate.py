@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import ROOT
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.infra.estimate.model import (
     node_network_gbps,
@@ -109,6 +110,7 @@ def test_estimate_mistakes_are_messages():
 
 def test_fsx_read_rate_is_size_times_the_throughput_tier():
     from conftest import TRAIN_LIKE
+
     from gpu_cluster.infra.config import load_spec
     from gpu_cluster.infra.estimate.command import report
     from gpu_cluster.infra.estimate.model import Workload

@@ -9,6 +9,8 @@ import json
 import boto3
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only
+from moto import mock_aws
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
@@ -29,7 +31,6 @@ from gpu_cluster.infra.validation.network_facts import (
     check_network_facts,
     needs_for,
 )
-from moto import mock_aws
 
 VPC, SUBNET = "vpc-0a1b2c3d4e5f60789", "subnet-0a1b2c3d4e5f60789"
 NETWORK_TYPES = (

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from conftest import ROOT
+
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.errors import ConfigError, Problem, yaml_fix
 from gpu_cluster.infra.fixes import actionable, apply_fix

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 from conftest import TRAIN_LIKE, plan_config
+
 from gpu_cluster.components.user_data import BOOT_DIR, decoded_user_data
 
 BASH = shutil.which("bash")

@@ -8,13 +8,14 @@ import json
 
 import boto3
 from conftest import ROOT, TRAIN_LIKE, plan_config
-from gpu_cluster.infra.stack_files import load_stack_config
 from harness_units import (
     SELF,
     aws_calls,
     published_metrics,
 )
 from harness_units import nodes as nodes
+
+from gpu_cluster.infra.stack_files import load_stack_config
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 

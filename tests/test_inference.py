@@ -14,6 +14,7 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import G4DN, BootNode
 from conftest import ROOT, plan_config
+
 from gpu_cluster.components.user_data import (
     BootConfig,
     ServingBoot,

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 from boot_harness import JOB_USER, P4D, BootNode
 from conftest import stack_names
-from gpu_cluster.components.jobs import workdir_key
-from gpu_cluster.components.names import jobs_log_group
-from gpu_cluster.infra.workdir import PackedWorkdir, pack_workdir
 from test_boot_harness import ONE_NODE, TRAIN
 from test_boot_harness import make_node as make_node  # the fixture
 from test_jobs import booted
 from wheels import wheel
+
+from gpu_cluster.components.jobs import workdir_key
+from gpu_cluster.components.names import jobs_log_group
+from gpu_cluster.infra.workdir import PackedWorkdir, pack_workdir
 
 TRAIN_IDS = stack_names()  # the program's and gpuc's names of stack train
 

@@ -12,6 +12,9 @@ import boto3
 import pytest
 import yaml
 from conftest import stack_names
+from moto import mock_aws
+from test_jobs import capture_sends, cluster_key, nodes
+
 from gpu_cluster.components.names import job_bucket_parameter
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.errors import Problem
@@ -23,8 +26,6 @@ from gpu_cluster.infra.job_file import (
 )
 from gpu_cluster.infra.outcome import INPUT, USAGE
 from gpu_cluster.infra.pulumi_yaml import load
-from moto import mock_aws
-from test_jobs import capture_sends, cluster_key, nodes
 
 REGION = "us-east-1"
 TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train

@@ -13,6 +13,8 @@ import pytest
 from botocore.loaders import Loader
 from botocore.stub import Stubber
 from conftest import ROOT, STACKS, plan_config, plan_stack
+from moto import mock_aws
+
 from gpu_cluster.components.cidr import ECR_ENDPOINTS
 from gpu_cluster.components.images import REPOSITORY_NAME_MAX, REPOSITORY_NAME_PATTERN
 from gpu_cluster.components.policies import ecr_pull_policy
@@ -33,7 +35,6 @@ from gpu_cluster.infra.spec import CONFIG_KEYS, OBJECT_KEYS
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation.names import COMPUTE_KEYS
 from gpu_cluster.policy.pack import audit
-from moto import mock_aws
 
 ACCOUNT = "123456789012"  # moto's
 REGION = "us-east-1"

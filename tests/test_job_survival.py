@@ -28,11 +28,12 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import G5, JOB_USER, BootNode, put_boot_bundle_in, user_group
 from conftest import stack_names
+from test_boot_harness import TRAIN
+
 from gpu_cluster.components.names import job_parameter, jobs_log_group, key_alias
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.user_data import render_user_data
 from gpu_cluster.infra.aws.jobs import run_job
-from test_boot_harness import TRAIN
 
 torch = pytest.importorskip("torch", reason="the real torchrun (pip install -e '.[test]')")
 pytestmark = pytest.mark.skipif(

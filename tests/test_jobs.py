@@ -14,6 +14,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from conftest import TRAIN_LIKE, plan_config, stack_names
+from moto import mock_aws
+
 from gpu_cluster.components.names import job_parameter, jobs_log_group, key_alias
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.aws.job_command import start_failure
@@ -26,7 +28,6 @@ from gpu_cluster.infra.aws.jobs import (
     slow_network_why,
     watch_start,
 )
-from moto import mock_aws
 
 REGION = "us-east-1"
 TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train

@@ -10,12 +10,13 @@ import re
 import boto3
 import pytest
 from conftest import stack_names
+from moto import mock_aws
+from test_jobs import capture_sends, cluster_key, nodes
+
 from gpu_cluster.components.names import job_parameter
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.aws.jobs import JobSpec
 from gpu_cluster.infra.outcome import INPUT
-from moto import mock_aws
-from test_jobs import capture_sends, cluster_key, nodes
 
 REGION = "us-east-1"
 TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train

@@ -25,14 +25,15 @@ import pytest
 import test_job_survival
 from boot_harness import JOB_USER, put_boot_bundle_in
 from conftest import gpuc_at, stack_names
+from test_job_survival import REGION, Cluster, running, wait_for
+from wheels import wheel
+
 from gpu_cluster.components.names import job_parameter
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.destroy import destroy, stop_paying_command
 from gpu_cluster.infra.plan.engine import Plan, run_plan
-from test_job_survival import REGION, Cluster, running, wait_for
-from wheels import wheel
 
 TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 

@@ -10,6 +10,7 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import BootNode
 from conftest import ROOT, TRAIN_LIKE, plan_config
+
 from gpu_cluster.components.user_data import BootConfig, decoded_user_data, render_user_data
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.model import estimate_cluster

@@ -19,6 +19,10 @@ from pathlib import Path
 
 import yaml
 from conftest import ROOT, TRAIN_LIKE
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.infra.cli import EXIT_CONFIG
 from gpu_cluster.infra.config import NESTED_KEYS, REGION_KEY, load_spec
@@ -26,9 +30,6 @@ from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.plan.engine import STACK_TYPE, run_plan
 from gpu_cluster.infra.spec import CONFIG_KEYS, OBJECT_KEYS, PROJECT
 from gpu_cluster.infra.stack_files import load_stack_config
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pydantic import TypeAdapter, ValidationError
 
 CATALOG = load_catalog()
 EXAMPLES = 1000

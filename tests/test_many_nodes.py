@@ -12,13 +12,14 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 from conftest import stack_names
+from moto import mock_aws
+from test_jobs import capture_sends, cluster_key, nodes
+
 from gpu_cluster.components.names import job_parameter
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.aws.batches import chunks
 from gpu_cluster.infra.aws.jobs import JobSpec, cancel_job, run_job, unreachable, watch_start
 from gpu_cluster.infra.errors import AwsError
-from moto import mock_aws
-from test_jobs import capture_sends, cluster_key, nodes
 
 REGION = "us-east-1"
 TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train

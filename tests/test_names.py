@@ -11,6 +11,9 @@ import re
 
 import pytest
 from conftest import TRAIN_LIKE
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
 from gpu_cluster.components.aws_limits import LIMITS, SLR_SUFFIX_MAX, violations
 from gpu_cluster.components.names import (
     DEFAULT_PROJECT,
@@ -26,8 +29,6 @@ from gpu_cluster.components.names import (
 from gpu_cluster.components.user_data import user_data_text
 from gpu_cluster.infra.plan.engine import run_plan
 from gpu_cluster.infra.validation.names import CLUSTER_NAME
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 # pulumi/pulumi sdk/go/common/tokens/stack_name.go: "may only contain alphanumeric, hyphens,
 # underscores, or periods", at most 100; project names (tokens/project.go) likewise.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.nic_layout import (
     EFA_ONLY,

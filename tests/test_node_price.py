@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from botocore.stub import Stubber
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.infra.aws.status import list_nodes
 from gpu_cluster.infra.aws.sweep import Sweeper

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 
-import gpu_cluster.components.node_group
 import pytest
 from conftest import TRAIN_LIKE, plan_config
+
+import gpu_cluster.components.node_group
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.diff.model import diff_plans, running_jobs
 from gpu_cluster.infra.outcome import OK

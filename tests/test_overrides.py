@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import ROOT, plan_config
+
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError
 from gpu_cluster.infra.overrides import apply_overrides, parse_path, typed

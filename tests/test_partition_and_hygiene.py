@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 
-import gpu_cluster.infra.plan.engine as engine
 import pytest
 from conftest import ROOT, plan_config, plan_stack
+from test_cost_controls import WORKING_HOURS
+
+import gpu_cluster.infra.plan.engine as engine
 from gpu_cluster.infra.plan.mocks import PlanMocks
 from gpu_cluster.infra.stack_files import load_stack_config
-from test_cost_controls import WORKING_HOURS
 
 
 class GovCloudPartition(PlanMocks):

@@ -12,6 +12,7 @@ import pytest
 from boot_fakes import FakeImds
 from boot_harness import BootNode
 from conftest import ROOT, TRAIN_LIKE, plan_config
+
 from gpu_cluster.components.cost_controls import SCHEDULED_TIME, WorkSchedule
 from gpu_cluster.components.jobs import JOB_COMMAND
 from gpu_cluster.components.user_data import BootConfig, render_user_data

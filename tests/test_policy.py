@@ -10,6 +10,7 @@ import json
 
 import pytest
 from conftest import ROOT, STACKS, plan_config, plan_stack
+
 from gpu_cluster.infra.audit.command import plan_resources
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.policy import aws_types as t
@@ -385,7 +386,6 @@ def _options():
 
 
 def crossguard_violations(name: str, resources: list[Res]) -> list[tuple[str, str | None]]:
-    from gpu_cluster.policy.crossguard import policy
     from pulumi_policy import (
         PolicyResource,
         ResourceValidationArgs,
@@ -393,6 +393,8 @@ def crossguard_violations(name: str, resources: list[Res]) -> list[tuple[str, st
         StackValidationPolicy,
     )
     from pulumi_policy.proxy import unknown_checking_proxy
+
+    from gpu_cluster.policy.crossguard import policy
 
     reported: list[tuple[str, str | None]] = []
 
@@ -448,10 +450,11 @@ def test_crossguard_policies_carry_severity_and_framework():
 
 def test_crossguard_skips_a_value_unknown_during_preview():
     """pulumi-policy raises UnknownValueError on an unknown and reports it as advisory."""
-    from gpu_cluster.policy.crossguard import policy
     from pulumi.runtime.rpc import UNKNOWN
     from pulumi_policy import ResourceValidationArgs
     from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+    from gpu_cluster.policy.crossguard import policy
 
     props = unknown_checking_proxy({"enableKeyRotation": UNKNOWN})
     args = ResourceValidationArgs(t.KMS_KEY, props, "urn:k", "k", _options(), None)

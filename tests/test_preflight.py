@@ -9,11 +9,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from conftest import TRAIN_LIKE
+from moto import mock_aws
+
 from gpu_cluster.components.dlami import dlami_image_name
 from gpu_cluster.infra.aws import preflight
 from gpu_cluster.infra.aws.preflight import FAIL, PASS, Clients, run_preflight
 from gpu_cluster.infra.config import load_spec
-from moto import mock_aws
 
 
 def quotas_client(vcpus: float, code: str = "L-417A185B"):
@@ -337,8 +338,9 @@ def test_a_reservation_that_does_not_fit_fails_preflight():
 
 
 def test_preflight_checks_what_a_data_stack_can_get_wrong(capsys):
-    from gpu_cluster.infra.cli import main
     from moto import mock_aws
+
+    from gpu_cluster.infra.cli import main
 
     with mock_aws():
         assert main(["preflight", "--stack", "data", "--json"]) == 0

@@ -88,8 +88,9 @@ def unreadable_ec2(monkeypatch, code: str = "UnauthorizedOperation"):
     """EC2 as `pulumi up` reaches it through the program's own lookup (describe_live), refusing
     DescribeCapacityReservations (botocore Stubber: the request is checked against the model)."""
     import boto3
-    import gpu_cluster.infra.aws.reservations as reservations
     from botocore.stub import Stubber
+
+    import gpu_cluster.infra.aws.reservations as reservations
 
     ec2 = boto3.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"

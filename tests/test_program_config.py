@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import TRAIN_LIKE
+
 from gpu_cluster.infra.config import current_config, load_spec
 from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.validation import ResolvedCluster

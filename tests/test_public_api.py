@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, only
+
 from gpu_cluster.infra.api import ArgumentError as ArgumentErrorType
 from gpu_cluster.infra.cli import main as gpuc
 from gpu_cluster.infra.outcome import INPUT

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.overrides import typed
 from gpu_cluster.infra.plan.engine import run_plan

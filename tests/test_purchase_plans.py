@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import ROOT, TRAIN_LIKE, only, plan_config, stack_names
+
 from gpu_cluster.components.names import autoscaling_role_suffix
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.errors import AwsError, ConfigError

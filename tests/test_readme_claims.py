@@ -12,9 +12,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import gpu_cluster.components.cluster
 import pytest
 from conftest import ROOT
+
+import gpu_cluster.components.cluster
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.diff.collisions import Collision, collisions
 from gpu_cluster.infra.diff.model import Change, diff_plans, running_jobs

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from conftest import plan_config, plan_stack
+
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.diff.collisions import collisions
 from gpu_cluster.infra.diff.model import diff_plans

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import ROOT
+
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.compare import compare_options

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from boot_fakes import FakeImds, write_executable
 from boot_harness import BootNode
+
 from gpu_cluster.components.user_data import BootConfig, render_user_data
 
 TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "b")

@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 from conftest import ROOT
+
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity, secrets_path
 from gpu_cluster.components.secrets import SecretNameError
 from gpu_cluster.infra.plan.engine import run_plan

@@ -11,6 +11,7 @@ import pytest
 from boot_fakes import FakeImds, write_executable
 from boot_harness import BootNode
 from conftest import ROOT
+
 from gpu_cluster.components.user_data import (
     JOB_USER,
     BootConfig,

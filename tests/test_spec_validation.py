@@ -10,6 +10,9 @@ import json
 
 import pytest
 from conftest import ROOT, STACKS, TRAIN_LIKE, plan_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.cidr import (
     MAX_VPC_PREFIX,
@@ -26,8 +29,6 @@ from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
 from gpu_cluster.infra.spec import CONFIG_KEYS
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 CATALOG = load_catalog()
 STACK = "test"

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import ROOT, STACKS, plan_stack
+
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.stack_files import available_stacks
 
@@ -213,6 +214,7 @@ def test_stack_file_keys_given_twice_or_outside_config_are_reported(tmp_path):
 )
 def test_keys_outside_the_project_namespace_are_not_silently_ignored(key, problem, fix):
     from conftest import TRAIN_LIKE
+
     from gpu_cluster.infra.config import load_spec
     from gpu_cluster.infra.errors import ConfigError
 
@@ -224,6 +226,7 @@ def test_keys_outside_the_project_namespace_are_not_silently_ignored(key, proble
 
 def test_other_providers_keys_and_real_aws_keys_stay_allowed():
     from conftest import TRAIN_LIKE
+
     from gpu_cluster.infra.config import load_spec
 
     config = {**TRAIN_LIKE, "aws:profile": "ml", "random:seed": "1", "kubernetes:context": "x"}

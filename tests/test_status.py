@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
+from moto import mock_aws
+
 from gpu_cluster.infra.aws.status import list_nodes, orphans
 from gpu_cluster.infra.cli import main
 from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
-from moto import mock_aws
 
 
 def launch(ec2, kind: str, stack: str, managed: bool = True) -> str:

@@ -10,13 +10,14 @@ import os
 import boto3
 import pytest
 from conftest import ROOT, stack_names
+from moto import mock_aws
+
 from gpu_cluster.components.names import budget_name, schedule_description
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.infra import stack_files as cli_stack_files
 from gpu_cluster.infra.aws.sweep import Sweeper
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, kind_name
 from gpu_cluster.infra.cli import main
-from moto import mock_aws
 
 REGION = "us-east-1"
 

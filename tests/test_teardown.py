@@ -7,9 +7,10 @@ from __future__ import annotations
 import boto3
 import pytest
 from conftest import TRAIN_LIKE, plan_config, plan_stack
+from moto import mock_aws
+
 from gpu_cluster.infra.plan.destroy import destroy, protected_excludes, stop_paying_command
 from gpu_cluster.infra.plan.render import text_tree
-from moto import mock_aws
 
 OWN_BUCKET = {**TRAIN_LIKE, "gpu-cluster:storage": '{"source": "create"}'}
 # What bills by the hour or the month when left: a destroy that keeps one has not stopped paying.
@@ -120,9 +121,10 @@ REGION = "us-east-1"
 def test_sweep_leaves_the_key_of_a_stack_that_owns_its_bucket(monkeypatch, capsys):
     """After `pulumi destroy --exclude-protected` the key still encrypts the kept bucket (and
     is still in the stack's state): deleting it would make the data unreadable."""
+    from test_sweep import build_controls
+
     from gpu_cluster.infra import cli
     from gpu_cluster.infra.aws.sweep_controls import AUTOSCALING_ROLE_PATH
-    from test_sweep import build_controls
 
     left = build_controls("solo")
     iam = boto3.client("iam", region_name=REGION)
@@ -148,6 +150,7 @@ def test_sweep_leaves_the_key_of_a_stack_that_owns_its_bucket(monkeypatch, capsy
 def test_an_inference_stack_asking_for_a_bucket_of_its_own_is_refused():
     """It would create none (the service reads the data stack's), and serve from nothing."""
     from conftest import ROOT
+
     from gpu_cluster.infra.plan.engine import run_plan
     from gpu_cluster.infra.stack_files import load_stack_config
 

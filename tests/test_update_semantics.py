@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import gpu_cluster.components.network
-import gpu_cluster.components.node_group
 import pytest
 from conftest import TRAIN_LIKE, only, plan_config, plan_stack
+
+import gpu_cluster.components.network
+import gpu_cluster.components.node_group
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.diff.collisions import collisions, dependent_replacements
 from gpu_cluster.infra.diff.model import diff_plans

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import random
 
-import gpu_cluster.components.cluster as cluster_module
 import pytest
 from conftest import STACKS, TRAIN_LIKE, plan_stack
+
+import gpu_cluster.components.cluster as cluster_module
 from gpu_cluster.components.aws_limits import (
     LIMITS,
     USER_DATA_BUDGET_BYTES,

@@ -11,6 +11,7 @@ import grpc
 import pulumi
 import pytest
 from conftest import ROOT, plan_stack
+
 from gpu_cluster.infra.cli import main as gpuc
 from gpu_cluster.infra.plan.engine import RecordingMonitor, run_plan
 from gpu_cluster.infra.stack_files import program_of

@@ -5,6 +5,7 @@ from this checkout) works."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -111,9 +112,8 @@ def test_the_installed_library_plans_a_stack_from_its_own_files(wheel, tmp_path)
 
 
 def test_the_package_and_gpuc_report_one_version(capsys):
-    from gpu_cluster.infra import cli
-
     import gpu_cluster
+    from gpu_cluster.infra import cli
 
     with pytest.raises(SystemExit) as done:
         cli.main(["--version"])
@@ -166,3 +166,50 @@ def test_the_wheel_installs_into_a_fresh_venv_and_plans_an_example(wheel, tmp_pa
     assert plan.returncode == 0, plan.stderr[-3000:]
     types = {s["newState"]["type"] for s in json.loads(plan.stdout)["steps"]}
     assert "aws:autoscaling/group:Group" in types and "aws:ec2/vpc:Vpc" not in types
+
+
+MODULES = r"""
+import importlib, json, os, pkgutil, sys
+import gpu_cluster
+root = os.path.dirname(os.path.realpath(gpu_cluster.__file__))
+found = {}
+for info in pkgutil.walk_packages(gpu_cluster.__path__, "gpu_cluster."):
+    if info.name.rsplit(".", 1)[-1] == "__main__":  # entry points run the program on import
+        continue
+    module = importlib.import_module(info.name)
+    found[info.name] = os.path.realpath(module.__file__)
+print(json.dumps({"root": root, "modules": found}))
+"""
+
+
+def _modules(python: str, cwd: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Every module under gpu_cluster, imported: its name and the file it came from, relative
+    to the folder its gpu_cluster package lies in (the checkout's real folders for an editable
+    install, site-packages for a wheel)."""
+    done = subprocess.run(
+        [python, "-c", MODULES], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    base = Path(found["root"]).parent
+    return {
+        name: os.path.relpath(path, base).replace("gpu_cluster/", "", 1)
+        for name, path in found["modules"].items()
+    }
+
+
+def test_an_editable_install_and_the_wheel_import_the_same_modules(wheel, tmp_path):
+    """This venv holds the project installed editable (pip install -e .), run away from the
+    checkout so setuptools' finder resolves `gpu_cluster`, whose symlinked folders resolve the
+    rest; the wheel unpacked has real folders. Same module names, same files."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    away = tmp_path / "away"
+    away.mkdir()
+    editable = _modules(sys.executable, away)
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    installed = _modules(sys.executable, away, {**os.environ, **env})
+    assert "gpu_cluster.infra.cli" in editable and "gpu_cluster.components.cluster" in editable
+    assert editable == installed
+    # the editable install's files are the checkout's own (the links' targets)
+    assert editable["gpu_cluster.infra.cli"] == "infra/cli.py"

@@ -16,6 +16,8 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto import mock_aws
+
 from gpu_cluster.components.jobs import workdir_key
 from gpu_cluster.infra import workdir
 from gpu_cluster.infra.aws.workdir import upload_workdir
@@ -27,7 +29,6 @@ from gpu_cluster.infra.workdir import (
     missing_script_hint,
     pack_workdir,
 )
-from moto import mock_aws
 
 BUCKET = "gpuc-data-123456789012-us-east-1"
 REGION = "us-east-1"

@@ -18,6 +18,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.parsers import ResponseParserError
+
 from gpu_cluster.infra.errors import AwsError
 
 __all__ = ["AwsError", "call", "client", "paginate", "translated"]

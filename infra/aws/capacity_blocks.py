@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import boto3
+
 from gpu_cluster.infra.aws import call, client
 from gpu_cluster.infra.cost.compare import BlockQuote
 

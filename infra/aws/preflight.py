@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.dlami import dlami, dlami_image_name, dlami_parameter
 from gpu_cluster.components.names import default_bucket_name

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+
 from gpu_cluster.components.catalog import Catalog, InstanceFacts, load_catalog
 from gpu_cluster.infra.aws import call, client, paginate
 from gpu_cluster.infra.cost.gpu_prices import COLUMNS, META_PATH, PRICES_PATH

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+
 from gpu_cluster.infra.aws import AwsError, call, client
 from gpu_cluster.infra.facts import NOT_FOUND_CODES, ReservationFacts
 

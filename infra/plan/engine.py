@@ -11,17 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import gpu_cluster.infra.program as infra_program
 import pulumi
 from google.protobuf import json_format
-from gpu_cluster.components.catalog import load_catalog
-from gpu_cluster.infra.errors import ConfigError
-from gpu_cluster.infra.network_check import NetworkLookup
-from gpu_cluster.infra.plan.mocks import AwsRefusal, PlanMocks
-from gpu_cluster.infra.plan.update_rules import UpdateHazard, hazards
-from gpu_cluster.infra.program import ReservationLookup
-from gpu_cluster.infra.spec import PROJECT
-from gpu_cluster.infra.versions import ENGINE_FEATURE
 from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
@@ -30,6 +21,16 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import ROOT, SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+import gpu_cluster.infra.program as infra_program
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.network_check import NetworkLookup
+from gpu_cluster.infra.plan.mocks import AwsRefusal, PlanMocks
+from gpu_cluster.infra.plan.update_rules import UpdateHazard, hazards
+from gpu_cluster.infra.program import ReservationLookup
+from gpu_cluster.infra.spec import PROJECT
+from gpu_cluster.infra.versions import ENGINE_FEATURE
 
 PROGRAM = Path(__file__).resolve().parent.parent / "__main__.py"
 STACK_TYPE = "pulumi:pulumi:Stack"

@@ -7,9 +7,10 @@ import ipaddress
 from typing import Any
 
 import pulumi
+from pulumi.runtime import rpc
+
 from gpu_cluster.components.aws_limits import violations
 from gpu_cluster.infra.errors import ConfigError, Problem
-from pulumi.runtime import rpc
 
 MOCK_ACCOUNT = "123456789012"
 MOCK_AMI = {"x86_64": "ami-0a1b2c3d4e5f60718", "arm64": "ami-0f1e2d3c4b5a69788"}
