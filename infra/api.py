@@ -28,8 +28,9 @@ from gpu_cluster.components.node_group import GpuNodeGroupArgs as NodeGroupCompo
 from gpu_cluster.components.serving_stack import ServingStack
 from gpu_cluster.infra import program
 from gpu_cluster.infra.config import load_spec
-from gpu_cluster.infra.errors import ConfigError, Problem
+from gpu_cluster.infra.errors import ConfigError, render_problem
 from gpu_cluster.infra.network_check import with_network_facts, with_subnet_zone
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import PROJECT, StackSpec, StrictModel
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 from gpu_cluster.infra.versions import require_supported_pulumi
@@ -72,7 +73,7 @@ class ArgumentError(ConfigError):
                 [
                     f"{component}('{name}') has {len(named)} argument problem"
                     f"{'s' if len(named) != 1 else ''}; nothing was created:",
-                    *(problem.render() for problem in named),
+                    *(render_problem(problem) for problem in named),
                 ]
             ),
         )

@@ -460,7 +460,7 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.price_refresh import fetch_prices, merged_price_rows, write_prices
     from gpu_cluster.infra.catalog_refresh import DEFAULT_REGIONS
     from gpu_cluster.infra.cost.gpu_prices import META_PATH, PRICES_PATH
-    from gpu_cluster.infra.errors import AwsError
+    from gpu_cluster.infra.problems import AwsError
 
     regions = args.region or list(DEFAULT_REGIONS)
     try:

@@ -1,50 +1,52 @@
-"""User-facing configuration problems: collected, then raised once as one readable message."""
+"""How a configuration problem reads: each Problem (infra/problems.py) with its fix, and that
+fix in stack-file form for the offline user; collected, then raised once as one readable message
+(ConfigError)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import pulumi
 
-NOT_SET = "(not set)"
+from gpu_cluster.infra.fixes import actionable, apply_fix, commands
+from gpu_cluster.infra.overrides import typed
+from gpu_cluster.infra.problems import NOT_SET, AwsError, Problem
+from gpu_cluster.infra.pulumi_yaml import flow, top_level
+
+__all__ = [
+    "NOT_SET",
+    "PROJECT",
+    "AwsError",
+    "ConfigError",
+    "Problem",
+    "render_problem",
+    "render_problems",
+    "yaml_fix",
+]
+
 PROJECT = "gpu-cluster"
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a stack's config."""
-
-    path: str
-    received: Any
-    problem: str
-    allowed: str
-    fix: str
-
-    def render(self, stack: str = "<stack>", config: dict[str, str] | None = None) -> str:
-        received = self.received if self.received == NOT_SET else repr(self.received)
-        text = (
-            f"  - {self.path}: {self.problem}\n"
-            f"      received: {received}\n"
-            f"      allowed:  {self.allowed}\n"
-            f"      fix:      {self.fix}"
-        )
-        yaml = yaml_fix(self.fix, config)
-        if yaml:
-            lines = yaml.splitlines()
-            text += f"\n      or in stacks/Pulumi.{stack}.yaml: {lines[0]}"
-            text += "".join(f"\n        and: {line}" for line in lines[1:])
-        return text
+def render_problem(
+    problem: Problem, stack: str = "<stack>", config: dict[str, str] | None = None
+) -> str:
+    received = problem.received if problem.received == NOT_SET else repr(problem.received)
+    text = (
+        f"  - {problem.path}: {problem.problem}\n"
+        f"      received: {received}\n"
+        f"      allowed:  {problem.allowed}\n"
+        f"      fix:      {problem.fix}"
+    )
+    yaml = yaml_fix(problem.fix, config)
+    if yaml:
+        lines = yaml.splitlines()
+        text += f"\n      or in stacks/Pulumi.{stack}.yaml: {lines[0]}"
+        text += "".join(f"\n        and: {line}" for line in lines[1:])
+    return text
 
 
 def yaml_fix(fix: str, config: dict[str, str] | None = None) -> str | None:
     """The stack-file form of a `pulumi config set/rm` fix (the offline user has no CLI): with
     the stack's config, each changed key's whole new value (a mapping with its other fields
     kept), one line per key; `delete <key>` for a key the fix removes."""
-    from gpu_cluster.infra.fixes import actionable, apply_fix, commands
-    from gpu_cluster.infra.overrides import typed
-    from gpu_cluster.infra.pulumi_yaml import flow, top_level
-
     if config is not None and actionable(fix):
         try:
             after = apply_fix(config, fix)
@@ -96,12 +98,4 @@ class ConfigError(pulumi.RunError):
 def render_problems(
     stack: str, problems: list[Problem], header: str, config: dict[str, str] | None = None
 ) -> str:
-    return "\n".join([header, *(problem.render(stack, config) for problem in problems)])
-
-
-class AwsError(RuntimeError):
-    """An AWS call failed; the message names the IAM action and what to do."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
+    return "\n".join([header, *(render_problem(problem, stack, config) for problem in problems)])

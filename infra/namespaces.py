@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import PROJECT
 from gpu_cluster.infra.suggest import closest, suggest
 

@@ -8,21 +8,35 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from gpu_cluster.infra.errors import AwsError, ConfigError, Problem
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.problems import (
+    AWS,
+    FINDINGS,
+    INPUT,
+    INTERNAL,
+    OK,
+    USAGE,
+    AwsError,
+    CommandError,
+    Problem,
+)
 
-OK = 0
-INTERNAL = 1  # a bug in gpuc: the message asks for a report
-USAGE = 2  # the command line itself (argparse, a missing confirmation)
-INPUT = 3  # your input is wrong: stack file, YAML, configuration, option values
-AWS = 4  # an AWS call failed: credentials, permissions, limits, capacity
-FINDINGS = 5  # the command ran and found a problem to fix (`gpuc audit`: a failing control)
-
-
-class CommandError(Exception):
-    def __init__(self, code: int, message: str, problems: list[dict[str, Any]] | None = None):
-        super().__init__(message)
-        self.code = code
-        self.problems = problems or []
+# the exit codes and CommandError are plain data (infra/problems.py), so that any layer can
+# raise one; commands take them from here with the rest of how a command ends
+__all__ = [
+    "AWS",
+    "FINDINGS",
+    "INPUT",
+    "INTERNAL",
+    "OK",
+    "USAGE",
+    "CommandError",
+    "from_exception",
+    "load_cluster_spec",
+    "load_stack_spec",
+    "problem_dicts",
+    "report",
+]
 
 
 def problem_dicts(problems: Iterable[Problem]) -> list[dict[str, Any]]:

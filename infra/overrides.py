@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gpu_cluster.infra.outcome import USAGE, CommandError
+from gpu_cluster.infra.problems import USAGE, CommandError
 from gpu_cluster.infra.spec import PROJECT
 
 SEGMENT = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')

@@ -17,7 +17,7 @@ from gpu_cluster.components.naming import (
     secret_name_problem,
     suggest_secret_name,
 )
-from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import PROJECT
 
 KEY = f"{PROJECT}:secrets"

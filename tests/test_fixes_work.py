@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 from gpu_cluster.infra.config import load_spec
-from gpu_cluster.infra.errors import ConfigError, Problem, yaml_fix
+from gpu_cluster.infra.errors import ConfigError, Problem, render_problem, yaml_fix
 from gpu_cluster.infra.fixes import actionable, apply_fix
 from gpu_cluster.infra.pulumi_yaml import config_string, load
 from gpu_cluster.infra.stack_files import load_stack_config
@@ -204,7 +204,10 @@ def test_the_fix_command_works_when_followed(case, problem):
     assert actionable(problem.fix), f"not a command a user can follow: {problem.fix}"
     after = validate(apply_fix(CASES[case], problem.fix))
     assert problem.path not in {p.path for p in after}, (problem.fix, after)
-    assert not new_problems(CASES[case], problem, after), (problem.fix, [p.render() for p in after])
+    assert not new_problems(CASES[case], problem, after), (
+        problem.fix,
+        [render_problem(p) for p in after],
+    )
 
 
 @pytest.mark.parametrize(("case", "problem"), FOLLOWABLE, ids=IDS)
@@ -213,7 +216,7 @@ def test_the_stack_file_line_works_when_pasted(case, problem):
     assert line, f"no stack-file form for {problem.fix}"
     after = validate(followed(CASES[case], line))
     assert problem.path not in {p.path for p in after}, (line, after)
-    assert not new_problems(CASES[case], problem, after), (line, [p.render() for p in after])
+    assert not new_problems(CASES[case], problem, after), (line, [render_problem(p) for p in after])
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
-from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
+from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem, render_problem
 from gpu_cluster.infra.spec import CONFIG_KEYS
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
@@ -62,7 +62,7 @@ def problems_of(cfg: dict[str, str], stack: str = STACK) -> list[Problem]:
 
 def only_problem(cfg: dict[str, str], stack: str = STACK) -> Problem:
     problems = problems_of(cfg, stack)
-    assert len(problems) == 1, "\n".join(p.render() for p in problems)
+    assert len(problems) == 1, "\n".join(render_problem(p) for p in problems)
     return problems[0]
 
 

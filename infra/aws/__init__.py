@@ -19,7 +19,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.problems import AwsError
 
 __all__ = ["AwsError", "call", "client", "paginate", "translated"]
 

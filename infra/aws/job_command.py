@@ -41,7 +41,6 @@ from gpu_cluster.infra.aws.jobs import (
     watch_start,
 )
 from gpu_cluster.infra.aws.workdir import stored
-from gpu_cluster.infra.errors import AwsError
 from gpu_cluster.infra.job_file import (
     JobFile,
     JobFileError,
@@ -50,6 +49,7 @@ from gpu_cluster.infra.job_file import (
     setup_issue,
 )
 from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError, problem_dicts
+from gpu_cluster.infra.problems import AwsError
 from gpu_cluster.infra.stack_files import (
     StackFileError,
     available_stacks,

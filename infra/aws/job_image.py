@@ -29,7 +29,7 @@ from gpu_cluster.components.images import (
     registry_host,
 )
 from gpu_cluster.infra.aws import PERMISSION_ERRORS, call
-from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.problems import AwsError
 
 BAD_REFERENCE = 2  # the --image value itself (a usage error, like the other run options)
 REFUSED = 3  # the stack cannot run it: not a named repository, unknown image, no internet

@@ -46,7 +46,7 @@ from gpu_cluster.infra.aws.batches import (
 )
 from gpu_cluster.infra.aws.status import Node, list_nodes
 from gpu_cluster.infra.aws.workdir import upload_workdir
-from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.problems import AwsError
 from gpu_cluster.infra.workdir import PackedWorkdir
 
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")

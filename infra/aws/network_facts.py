@@ -8,7 +8,7 @@ from typing import Any
 
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.infra.aws import call, client, paginate
-from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.problems import AwsError
 from gpu_cluster.infra.validation.network_facts import Endpoint, NetworkFacts, SubnetFacts
 
 # What EC2 answers for an id of the right form that does not exist (EC2 API error codes)

@@ -22,7 +22,7 @@ from gpu_cluster.components.purchase import (
 )
 from gpu_cluster.components.quotas import on_demand_quota, spot_quota
 from gpu_cluster.infra.aws import call, client, paginate
-from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.problems import AwsError
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData, stack_identity
 
 PASS, WARN, FAIL = "pass", "warn", "fail"

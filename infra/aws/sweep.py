@@ -18,7 +18,7 @@ from gpu_cluster.infra.aws.sweep_network import NetworkSweep
 from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.cost.node_price import node_hourly
 from gpu_cluster.infra.cost.unit_prices import unit_prices
-from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.problems import AwsError
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 
 from gpu_cluster.components.jobs import workdir_key
 from gpu_cluster.infra.aws import call
-from gpu_cluster.infra.errors import AwsError
+from gpu_cluster.infra.problems import AwsError
 from gpu_cluster.infra.workdir import PackedWorkdir
 
 CONTENT_TYPE = "application/gzip"

@@ -18,8 +18,8 @@ from gpu_cluster.infra.cost.model import (
 )
 from gpu_cluster.infra.cost.render import cost_json, estimate_text, options_text
 from gpu_cluster.infra.cost.serving import serving_summary, serving_text
-from gpu_cluster.infra.errors import AwsError
 from gpu_cluster.infra.outcome import OK, load_stack_spec
+from gpu_cluster.infra.problems import AwsError
 from gpu_cluster.infra.validation import ResolvedCluster
 
 

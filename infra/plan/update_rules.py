@@ -14,12 +14,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from gpu_cluster.infra.errors import ConfigError, Problem
 
-if TYPE_CHECKING:
-    from gpu_cluster.infra.plan.engine import PlannedResource
+
+class Registration(Protocol):
+    """What the rules read of a registration (the engine's PlannedResource), so this module
+    needs nothing of the engine that checks against it."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def custom(self) -> bool: ...
+    @property
+    def inputs(self) -> dict[str, Any]: ...
+    @property
+    def ignore_changes(self) -> tuple[str, ...]: ...
+    @property
+    def replacement_trigger(self) -> Any: ...
+    @property
+    def delete_before_replace(self) -> bool: ...
+    @property
+    def replace_on_changes(self) -> tuple[str, ...]: ...
+
 
 TEMPLATE_ALIASES = ("$Default", "$Latest")
 
@@ -27,30 +47,30 @@ TEMPLATE_ALIASES = ("$Default", "$Latest")
 @dataclass(frozen=True)
 class UpdateRule:
     type: str
-    applies: Callable[[PlannedResource], bool]  # the registration breaks the rule
+    applies: Callable[[Registration], bool]  # the registration breaks the rule
     problem: str
     source: str
 
 
-def _alias_version_not_ignored(r: PlannedResource) -> bool:
+def _alias_version_not_ignored(r: Registration) -> bool:
     template = r.inputs.get("launchTemplate") or {}
     ignored = {"launchTemplate", "launchTemplate.version"} & set(r.ignore_changes)
     return template.get("version") in TEMPLATE_ALIASES and not ignored
 
 
-def _create_first(r: PlannedResource) -> bool:
+def _create_first(r: Registration) -> bool:
     return not r.delete_before_replace
 
 
-def _private_dns_endpoint_create_first(r: PlannedResource) -> bool:
+def _private_dns_endpoint_create_first(r: Registration) -> bool:
     return bool(r.inputs.get("privateDnsEnabled")) and not r.delete_before_replace
 
 
-def _waits_for_capacity(r: PlannedResource) -> bool:
+def _waits_for_capacity(r: Registration) -> bool:
     return r.inputs.get("waitForCapacityTimeout") != "0"
 
 
-def _replaced_for_its_type(r: PlannedResource) -> bool:
+def _replaced_for_its_type(r: Registration) -> bool:
     trigger = r.replacement_trigger
     type_ = r.inputs.get("instanceType")
     in_trigger = isinstance(trigger, str) and bool(type_) and type_ in trigger.split("/")
@@ -65,7 +85,7 @@ NEW_TEMPLATE_PATHS = (
 )
 
 
-def _keeps_nodes_of_a_replaced_template(r: PlannedResource) -> bool:
+def _keeps_nodes_of_a_replaced_template(r: Registration) -> bool:
     # the cluster's node groups (a replacementTrigger: what running nodes cannot change); the
     # inference group's template has no trigger and is never replaced
     nodes = r.replacement_trigger is not None
@@ -142,7 +162,7 @@ class UpdateHazard(ConfigError):
         )
 
 
-def hazards(resource: PlannedResource) -> list[Problem]:
+def hazards(resource: Registration) -> list[Problem]:
     return [
         Problem(
             path=f"{resource.name} ({resource.type})",

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from gpu_cluster.components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
-from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import DEFAULT_GANG_TIMEOUT_MINUTES, MIN_GANG_TIMEOUT_MINUTES, StackSpec
 from gpu_cluster.infra.suggest import closest
 from gpu_cluster.infra.validation.common import config_moment, key, rfc3339

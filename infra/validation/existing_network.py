@@ -7,7 +7,7 @@ import re
 
 from gpu_cluster.components.cidr import AIR_GAPPED_ENDPOINTS, ECR_ENDPOINTS, INTERFACE_ENDPOINTS
 from gpu_cluster.components.network import ExistingNetwork
-from gpu_cluster.infra.errors import NOT_SET, Problem
+from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.spec import NetworkSpec
 from gpu_cluster.infra.validation.common import key
 

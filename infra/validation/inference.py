@@ -6,7 +6,7 @@ import re
 
 from gpu_cluster.components.catalog import Catalog, InstanceFacts
 from gpu_cluster.components.serving_config import ServingConfig
-from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
 from gpu_cluster.infra.validation.common import key
 from gpu_cluster.policy.service import RECOMMENDED_TLS_POLICIES

@@ -16,7 +16,7 @@ from gpu_cluster.components.images import (
     is_repository_name,
     partition_of,
 )
-from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import StackSpec
 from gpu_cluster.infra.validation.common import key
 

@@ -8,7 +8,7 @@ import unicodedata
 from gpu_cluster.components.aws_limits import MAX_TAGS
 from gpu_cluster.components.catalog import Catalog
 from gpu_cluster.components.naming import MANAGED_BY_TAG, OWN_NODE_TAGS
-from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import (
     StackSpec,
 )

@@ -14,7 +14,7 @@ from gpu_cluster.components.cidr import (
     max_nodes,
     usable_addresses,
 )
-from gpu_cluster.infra.errors import Problem
+from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import (
     NetworkSpec,
 )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from gpu_cluster.components.cidr import ECR_ENDPOINTS
 from gpu_cluster.components.network import ExistingNetwork
-from gpu_cluster.infra.errors import NOT_SET, Problem
+from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.spec import NetworkSpec
 from gpu_cluster.infra.validation.common import key
 from gpu_cluster.infra.validation.existing_network import ENDPOINT_SERVICES

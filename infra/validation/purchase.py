@@ -16,8 +16,8 @@ from gpu_cluster.components.purchase import (
     Purchase,
     Spot,
 )
-from gpu_cluster.infra.errors import NOT_SET, Problem
 from gpu_cluster.infra.facts import ReservationFacts
+from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.spec import CapacityReservationSpec, SpotSpec, StackSpec
 from gpu_cluster.infra.suggest import suggest
 from gpu_cluster.infra.validation.common import config_moment, key, rfc3339

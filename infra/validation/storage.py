@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpu_cluster.infra.errors import NOT_SET, Problem
+from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.spec import (
     FsxSpec,
     StorageSpec,

@@ -1,0 +1,47 @@
+"""What can go wrong, as plain data: a config Problem, and the two errors that carry a failure
+up to the command line (AwsError from an AWS call; CommandError with a `gpuc` exit code).
+
+The bottom of infra: it imports nothing of the project, so every layer can collect and raise
+these. How a problem reads (its fix in stack-file form) is infra/errors.py; how a command ends
+(the exit codes, --json) is infra/outcome.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+NOT_SET = "(not set)"
+
+# `gpuc` exit codes (documented in the README; infra/outcome.py reports them)
+OK = 0
+INTERNAL = 1  # a bug in gpuc: the message asks for a report
+USAGE = 2  # the command line itself (argparse, a missing confirmation)
+INPUT = 3  # your input is wrong: stack file, YAML, configuration, option values
+AWS = 4  # an AWS call failed: credentials, permissions, limits, capacity
+FINDINGS = 5  # the command ran and found a problem to fix (`gpuc audit`: a failing control)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a stack's config."""
+
+    path: str
+    received: Any
+    problem: str
+    allowed: str
+    fix: str
+
+
+class AwsError(RuntimeError):
+    """An AWS call failed; the message names the IAM action and what to do."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class CommandError(Exception):
+    def __init__(self, code: int, message: str, problems: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.problems = problems or []
