@@ -12,13 +12,25 @@ from typing import Any
 
 NOT_SET = "(not set)"
 
-# `gpuc` exit codes (documented in the README; infra/outcome.py reports them)
+# `gpuc` exit codes (infra/outcome.py reports them; the docs site's exit-code reference is
+# generated from EXIT_CODES, infra/reference.py)
 OK = 0
-INTERNAL = 1  # a bug in gpuc: the message asks for a report
-USAGE = 2  # the command line itself (argparse, a missing confirmation)
-INPUT = 3  # your input is wrong: stack file, YAML, configuration, option values
-AWS = 4  # an AWS call failed: credentials, permissions, limits, capacity
-FINDINGS = 5  # the command ran and found a problem to fix (`gpuc audit`: a failing control)
+INTERNAL = 1
+USAGE = 2
+INPUT = 3
+AWS = 4
+FINDINGS = 5
+EXIT_CODES: dict[int, tuple[str, str]] = {
+    OK: ("OK", "the command did what was asked"),
+    INTERNAL: ("INTERNAL", "a bug in gpuc: the message asks for a report"),
+    USAGE: ("USAGE", "the command line itself (argparse, a missing confirmation)"),
+    INPUT: ("INPUT", "your input is wrong: stack file, YAML, configuration, option values"),
+    AWS: ("AWS", "an AWS call failed: credentials, permissions, limits, capacity"),
+    FINDINGS: (
+        "FINDINGS",
+        "the command ran and found a problem to fix (`gpuc audit`: a failing control)",
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,136 +74,277 @@ class StrictModel(BaseModel):
 
 
 class RootVolumeSpec(StrictModel):
-    size_gib: ConfigInt = Field(200, ge=GP3_MIN_GIB, le=GP3_MAX_GIB)
-    iops: ConfigInt = Field(GP3_MIN_IOPS, ge=GP3_MIN_IOPS, le=GP3_MAX_IOPS)
-    throughput: ConfigInt = Field(GP3_MIN_THROUGHPUT, ge=GP3_MIN_THROUGHPUT, le=GP3_MAX_THROUGHPUT)
+    """Every node's gp3 root volume, encrypted with the cluster's KMS key."""
+
+    size_gib: ConfigInt = Field(
+        200, ge=GP3_MIN_GIB, le=GP3_MAX_GIB, description="size of the root volume in GiB"
+    )
+    iops: ConfigInt = Field(
+        GP3_MIN_IOPS,
+        ge=GP3_MIN_IOPS,
+        le=GP3_MAX_IOPS,
+        description=f"provisioned IOPS (at most {GP3_IOPS_PER_GIB} per GiB)",
+    )
+    throughput: ConfigInt = Field(
+        GP3_MIN_THROUGHPUT,
+        ge=GP3_MIN_THROUGHPUT,
+        le=GP3_MAX_THROUGHPUT,
+        description=f"throughput in MiB/s (at most {GP3_MIBPS_PER_IOPS} per IOPS)",
+    )
 
 
 class NetworkSpec(StrictModel):
-    vpc_cidr: str = DEFAULT_VPC_CIDR
-    private_subnet_cidr: str | None = None
-    public_subnet_cidr: str | None = None
-    avoid_cidrs: list[str] = Field(default_factory=list)
-    nat_gateway: ConfigBool = True
-    public_ip: ConfigBool = False
-    # A network the user already has (infra/validation/existing_network.py): gpu-cluster then
-    # creates no VPC, subnet, route, NAT or internet gateway, and natGateway says whether the
-    # node subnet already reaches the internet.
-    vpc_id: str | None = None
-    subnet_ids: list[str] = Field(default_factory=list)
-    load_balancer_subnet_ids: list[str] = Field(default_factory=list)
-    security_group_ids: list[str] = Field(default_factory=list)
-    create_endpoints: list[str] = Field(default_factory=list)
+    """The VPC gpu-cluster creates, or one you already have (vpcId, subnetIds, ...)."""
+
+    vpc_cidr: str = Field(DEFAULT_VPC_CIDR, description="the address range of the VPC created")
+    private_subnet_cidr: str | None = Field(
+        None, description="the nodes' subnet inside vpcCidr (unset: carved out of vpcCidr)"
+    )
+    public_subnet_cidr: str | None = Field(
+        None,
+        description="the public subnet (NAT gateway, load balancer) inside vpcCidr (unset: "
+        "carved out of vpcCidr)",
+    )
+    avoid_cidrs: list[str] = Field(
+        default_factory=list, description="ranges the VPC must not overlap (peered networks, VPN)"
+    )
+    nat_gateway: ConfigBool = Field(
+        True,
+        description="a NAT gateway for the nodes' way out; with vpcId: whether the node subnet "
+        "already reaches the internet (false: air-gapped, the boot uses VPC endpoints)",
+    )
+    public_ip: ConfigBool = Field(False, description="public IP addresses on the nodes")
+    # A network the user already has: infra/validation/existing_network.py
+    vpc_id: str | None = Field(
+        None,
+        description="your own VPC (vpc- and 8 or 17 hex digits): gpu-cluster then creates no "
+        "VPC, subnet, route, NAT or internet gateway",
+    )
+    subnet_ids: list[str] = Field(
+        default_factory=list,
+        description="with vpcId: the nodes' subnet, one for a training cluster, one per "
+        "inference.availabilityZones zone (in order) for a service",
+    )
+    load_balancer_subnet_ids: list[str] = Field(
+        default_factory=list,
+        description="with vpcId, role inference only: one public subnet per zone for the load "
+        "balancer",
+    )
+    security_group_ids: list[str] = Field(
+        default_factory=list,
+        description="with vpcId: your security groups added to every node interface (at most 4)",
+    )
+    create_endpoints: list[str] = Field(
+        default_factory=list,
+        description="with vpcId: the interface endpoints your VPC lacks, created in the node "
+        "subnet",
+    )
 
 
 class StorageSpec(StrictModel):
-    source: Literal["stack", "create", "existing"] = "stack"
-    stack: str | None = None
-    bucket: str | None = None
-    kms_key_arn: str | None = None
+    """Where the data bucket and its KMS key come from."""
+
+    source: Literal["stack", "create", "existing"] = Field(
+        "stack",
+        description="stack: the data stack's bucket and key (a StackReference); create: a "
+        "bucket in this stack (a data stack); existing: a bucket and key you name",
+    )
+    stack: str | None = Field(
+        None,
+        description=f"with source stack: the data stack (unset: {DEFAULT_DATA_STACK}; Pulumi "
+        "Cloud: <org>/gpu-cluster/data)",
+    )
+    bucket: str | None = Field(None, description="with source existing: the bucket's name")
+    kms_key_arn: str | None = Field(
+        None, description="with source existing: the ARN of the bucket's KMS key"
+    )
 
 
 class FsxSpec(StrictModel):
     """FSx for Lustre linked to the data bucket (set to turn it on)."""
 
-    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = "PERSISTENT_2"
-    storage_capacity_gib: ConfigInt = Field(1200, ge=1200, le=2_073_600)
-    throughput_per_tib: ConfigInt = 250  # MB/s per TiB: 125, 250, 500 or 1000
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = Field(
+        "PERSISTENT_2",
+        description="PERSISTENT_2 (SCRATCH_2 is refused: it cannot use the cluster's KMS key)",
+    )
+    storage_capacity_gib: ConfigInt = Field(
+        1200, ge=1200, le=2_073_600, description="1200 GiB or a multiple of 2400 GiB"
+    )
+    throughput_per_tib: ConfigInt = Field(
+        250, description="MB/s per TiB of storage: 125, 250, 500 or 1000"
+    )
 
 
 class AmiSpec(StrictModel):
-    id: str | None = None
-    ssm_parameter: str | None = None
-    release: str | None = None  # Deep Learning AMI release YYYYMMDD, or "latest"
-    architecture: Literal["x86_64", "arm64"] | None = None
+    """The nodes' image (unset: the bundled Deep Learning AMI release)."""
+
+    id: str | None = Field(None, description="an AMI id (with architecture)")
+    ssm_parameter: str | None = Field(None, description="an SSM parameter holding the AMI id")
+    release: str | None = Field(
+        None,
+        description='another Deep Learning AMI release, YYYYMMDD, or "latest" to follow '
+        "AWS's SSM parameter",
+    )
+    architecture: Literal["x86_64", "arm64"] | None = Field(
+        None, description="the architecture of ami.id"
+    )
 
 
 class SpotSpec(StrictModel):
     """Spot settings (purchaseOption: spot)."""
 
-    max_price: float | None = Field(None, gt=0)  # USD per instance-hour; unset = on-demand price
-    on_demand_base: ConfigInt = Field(0, ge=0)  # the first N nodes on-demand (e.g. rendezvous)
-    fallback_types: list[str] = Field(default_factory=list)
+    max_price: float | None = Field(
+        None, gt=0, description="USD per instance-hour (unset: up to the on-demand price)"
+    )
+    on_demand_base: ConfigInt = Field(
+        0, ge=0, description="the first N nodes on-demand (e.g. the rendezvous node)"
+    )
+    fallback_types: list[str] = Field(
+        default_factory=list,
+        description="other instance types with the same GPU model and count, architecture and "
+        "EFA layout, offered in the zone",
+    )
 
 
 class CapacityReservationSpec(StrictModel):
     """An On-Demand Capacity Reservation (purchaseOption: capacity-reservation)."""
 
-    id: str | None = None
-    resource_group_arn: str | None = None
-    create: ConfigBool = False
-    end_date: str | None = None  # with create: RFC 3339 UTC, e.g. 2027-01-31T00:00:00Z
+    id: str | None = Field(None, description="an existing reservation's id (cr-...)")
+    resource_group_arn: str | None = Field(
+        None, description="a resource group of reservations (arn:aws:resource-groups:...)"
+    )
+    create: ConfigBool = Field(False, description="create a reservation with the stack")
+    end_date: str | None = Field(
+        None,
+        description="with create: when it ends, RFC 3339 UTC, e.g. 2027-01-31T00:00:00Z (unset: "
+        "until the stack is destroyed)",
+    )
 
 
 class CapacityBlockSpec(StrictModel):
     """A purchased EC2 Capacity Block for ML (purchaseOption: capacity-block)."""
 
-    id: str | None = None
+    id: str | None = Field(None, description="the purchased block's reservation id (cr-...)")
 
 
 class IdleStopSpec(StrictModel):
     """Stop idle GPUs: unset = the stage's default (dev box 30 min, cluster 60 min, under 5%)."""
 
-    enabled: ConfigBool = True
-    minutes: ConfigInt | None = Field(None, ge=10, le=1440)
-    below_percent: float | None = Field(None, gt=0, le=100)
+    enabled: ConfigBool = Field(True, description="false turns the idle stop off")
+    minutes: ConfigInt | None = Field(
+        None, ge=10, le=1440, description="idle this long (a multiple of 5) before the stop"
+    )
+    below_percent: float | None = Field(
+        None, gt=0, le=100, description="idle: GPU utilization under this percentage"
+    )
 
 
 class ScheduleSpec(StrictModel):
     """Working hours: the nodes start at `start` and stop at `stop` on `days`."""
 
-    days: str = "MON-FRI"
-    start: str
-    stop: str
-    timezone: str = "UTC"
+    days: str = Field("MON-FRI", description="days, e.g. MON-FRI, MON,WED,FRI or *")
+    start: str = Field(description='when the nodes start, HH:MM (quote it: "08:00")')
+    stop: str = Field(description='when the nodes stop, HH:MM (quote it: "20:00")')
+    timezone: str = Field("UTC", description="an IANA time zone, e.g. Europe/Berlin")
 
 
 class BudgetSpec(StrictModel):
-    monthly_usd: float = Field(gt=0)
-    stop_at_limit: ConfigBool = False  # dev box only: a budget action stops it at 100%
-    activate_cost_allocation_tag: ConfigBool = False  # management or standalone account
+    """A monthly AWS Budget on the stack's resources, alerting at 80 % and 100 %."""
+
+    monthly_usd: float = Field(gt=0, description="the monthly budget in USD")
+    stop_at_limit: ConfigBool = Field(
+        False, description="dev box only: a budget action stops it at 100 %"
+    )
+    activate_cost_allocation_tag: ConfigBool = Field(
+        False,
+        description="activate the cost allocation tag the budget filters on (a management or "
+        "standalone account)",
+    )
 
 
 class ModelServerSpec(StrictModel):
-    kind: Literal["triton", "vllm"] = "triton"
-    image: str | None = None  # default: the kind's image (NVIDIA Triton, vLLM OpenAI server)
-    port: ConfigInt = Field(8000, ge=1024, le=65535)
-    readiness_path: str | None = None  # default: /v2/health/ready (Triton), /health (vLLM)
-    args: list[str] = Field(default_factory=list)  # extra server arguments
+    """The model server every inference node runs."""
+
+    kind: Literal["triton", "vllm"] = Field("triton", description="NVIDIA Triton or vLLM")
+    image: str | None = Field(
+        None, description="unset: the kind's image (NVIDIA Triton, vLLM OpenAI server)"
+    )
+    port: ConfigInt = Field(8000, ge=1024, le=65535, description="the server's HTTP port")
+    readiness_path: str | None = Field(
+        None, description="unset: /v2/health/ready (Triton), /health (vLLM)"
+    )
+    args: list[str] = Field(default_factory=list, description="extra server arguments")
 
 
 class BatchingSpec(StrictModel):
     """Triton dynamic batching, written into every model's config.pbtxt at boot."""
 
-    preferred_batch_sizes: list[ConfigInt] = Field(default_factory=lambda: [4, 8])
-    max_queue_delay_microseconds: ConfigInt = Field(100, ge=0, le=1_000_000)
+    preferred_batch_sizes: list[ConfigInt] = Field(
+        default_factory=lambda: [4, 8], description="the batch sizes Triton prefers to form"
+    )
+    max_queue_delay_microseconds: ConfigInt = Field(
+        100, ge=0, le=1_000_000, description="how long a request may wait for a batch"
+    )
 
 
 class EndpointTlsSpec(StrictModel):
-    policy: str = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
-    certificate_arn: str | None = None  # an imported or existing ACM certificate, or
-    domain: str | None = None  # a DNS-validated certificate for this name ...
-    hosted_zone_id: str | None = None  # ... in this Route 53 hosted zone (+ the alias record)
+    """The HTTPS listener: certificateArn, or domain + hostedZoneId."""
+
+    policy: str = Field(
+        "ELBSecurityPolicy-TLS13-1-2-Res-2021-06",
+        description="the load balancer's TLS policy (TLS 1.3 and 1.2 with forward secrecy)",
+    )
+    certificate_arn: str | None = Field(
+        None,
+        description="an ACM certificate (imported or existing) in the stack's region, or "
+        "else domain and hostedZoneId",
+    )
+    domain: str | None = Field(
+        None, description="a DNS-validated certificate for this name, in hostedZoneId"
+    )
+    hosted_zone_id: str | None = Field(
+        None, description="the Route 53 hosted zone of domain (it gets the alias record)"
+    )
 
 
 class InferenceScalingSpec(StrictModel):
-    metric: Literal["requestCount", "gpuUtilization"] = "requestCount"
-    target: float = Field(100, gt=0)  # requests per node per minute, or GPU utilization %
+    """Target tracking on the serving node group."""
+
+    metric: Literal["requestCount", "gpuUtilization"] = Field(
+        "requestCount", description="what the node group scales on"
+    )
+    target: float = Field(
+        100,
+        gt=0,
+        description="requests per node per minute, or GPU utilization % (1-100)",
+    )
 
 
 class InferenceSpec(StrictModel):
     """role: inference - a model server behind an HTTPS load balancer, across zones."""
 
-    availability_zones: list[str] = Field(default_factory=list)  # two or more
-    min_nodes: ConfigInt = Field(2, ge=1)  # scaling needs a node to measure
-    max_nodes: ConfigInt = Field(6, ge=1)
-    model_repository: str = "models/"  # a prefix of the data bucket
-    server: ModelServerSpec = Field(default_factory=ModelServerSpec)
-    batching: BatchingSpec = Field(default_factory=BatchingSpec)
-    tls: EndpointTlsSpec = Field(default_factory=EndpointTlsSpec)
-    scaling: InferenceScalingSpec = Field(default_factory=InferenceScalingSpec)
-    warmup_seconds: ConfigInt = Field(600, ge=60, le=3600)  # model download + load
-    deletion_protection: ConfigBool = True  # set false before `pulumi destroy`
+    availability_zones: list[str] = Field(
+        default_factory=list, description="two or more zones of the region"
+    )
+    min_nodes: ConfigInt = Field(
+        2, ge=1, description="the fewest nodes (scaling needs a node to measure)"
+    )
+    max_nodes: ConfigInt = Field(6, ge=1, description="the most nodes")
+    model_repository: str = Field("models/", description="a prefix of the data bucket")
+    server: ModelServerSpec = Field(default_factory=ModelServerSpec, description="the server")
+    batching: BatchingSpec = Field(
+        default_factory=BatchingSpec, description="Triton's dynamic batching"
+    )
+    tls: EndpointTlsSpec = Field(default_factory=EndpointTlsSpec, description="HTTPS")
+    scaling: InferenceScalingSpec = Field(
+        default_factory=InferenceScalingSpec, description="how the service scales"
+    )
+    warmup_seconds: ConfigInt = Field(
+        600, ge=60, le=3600, description="a new node's model download and load"
+    )
+    deletion_protection: ConfigBool = Field(
+        True, description="the load balancer's; set false before `pulumi destroy`"
+    )
 
 
 class JobsSpec(StrictModel):
@@ -211,7 +352,11 @@ class JobsSpec(StrictModel):
     (`--image`): names in the stack's account and region, or repository ARNs
     (infra/validation/jobs.py)."""
 
-    repositories: list[str] = Field(default_factory=list)
+    repositories: list[str] = Field(
+        default_factory=list,
+        description="ECR repository names in the stack's account and region, or repository "
+        "ARNs (unset: the nodes get no ECR rights)",
+    )
 
 
 PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
@@ -220,41 +365,122 @@ PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-
 class StackSpec(StrictModel):
     """Every key a stack may set under the ``gpu-cluster:`` namespace (plus ``aws:region``)."""
 
-    region: str
-    role: Literal["cluster", "data", "inference"] = "cluster"
-    cluster_name: str | None = None
-    availability_zone: str | None = None
-    instance_type: str | None = None
-    gpu: str | None = None
-    gpus_per_node: ConfigInt | None = Field(None, ge=1)
-    nodes: ConfigInt = Field(1, ge=1)
-    purchase_option: PurchaseOption = "on-demand"
-    spot: SpotSpec | None = None
-    capacity_reservation: CapacityReservationSpec | None = None
-    capacity_block: CapacityBlockSpec | None = None
-    efa: ConfigBool | None = None
-    root_volume: RootVolumeSpec = Field(default_factory=RootVolumeSpec)
-    network: NetworkSpec = Field(default_factory=NetworkSpec)
-    storage: StorageSpec = Field(default_factory=StorageSpec)
-    ami: AmiSpec = Field(default_factory=AmiSpec)
-    fsx: FsxSpec | None = None
-    container_network: Literal["host", "bridge"] = "host"  # IMDS hop limit 1, or 2 for bridge
-    secrets: list[str] = Field(default_factory=list)  # names only (infra/secrets_config.py)
-    jobs: JobsSpec | None = None  # training jobs' container images (`gpuc run --image`)
+    region: str = Field(description="the AWS region, read from aws:region only")
+    role: Literal["cluster", "data", "inference"] = Field(
+        "cluster",
+        description="cluster (GPU nodes), inference (a model server behind HTTPS) or data (the "
+        "long-lived bucket and key other stacks read)",
+    )
+    cluster_name: str | None = Field(
+        None,
+        description="the prefix of every resource name: 2-20 characters, lowercase letters, "
+        "digits and '-', starting with a letter (unset: the stack name)",
+    )
+    availability_zone: str | None = Field(
+        None, description="the one zone of the nodes, subnet and placement group"
+    )
+    instance_type: str | None = Field(
+        None, description="an NVIDIA GPU instance type of the catalog, e.g. p4d.24xlarge (or gpu)"
+    )
+    gpu: str | None = Field(
+        None,
+        description="instead of instanceType: a GPU model, e.g. A100, resolved to the cheapest "
+        "offered type",
+    )
+    gpus_per_node: ConfigInt | None = Field(
+        None, ge=1, description="with gpu: how many GPUs each node has"
+    )
+    nodes: ConfigInt = Field(1, ge=1, description="the number of GPU nodes")
+    purchase_option: PurchaseOption = Field(
+        "on-demand",
+        description="how the nodes are bought (settings in spot, capacityReservation, "
+        "capacityBlock)",
+    )
+    spot: SpotSpec | None = Field(None, description="purchaseOption spot: its settings")
+    capacity_reservation: CapacityReservationSpec | None = Field(
+        None,
+        description="purchaseOption capacity-reservation: one of id, resourceGroupArn, or "
+        "create (+ endDate)",
+    )
+    capacity_block: CapacityBlockSpec | None = Field(
+        None, description="purchaseOption capacity-block: the purchased block"
+    )
+    efa: ConfigBool | None = Field(
+        None,
+        description="EFA on every EFA-capable network card (unset: on when nodes > 1 and the "
+        "type supports it)",
+    )
+    root_volume: RootVolumeSpec = Field(
+        default_factory=RootVolumeSpec, description="every node's root volume"
+    )
+    network: NetworkSpec = Field(default_factory=NetworkSpec, description="the network")
+    storage: StorageSpec = Field(
+        default_factory=StorageSpec, description="the data bucket and its KMS key"
+    )
+    ami: AmiSpec = Field(default_factory=AmiSpec, description="the nodes' image")
+    fsx: FsxSpec | None = Field(
+        None, description="FSx for Lustre linked to the data bucket (set to turn it on)"
+    )
+    container_network: Literal["host", "bridge"] = Field(
+        "host",
+        description="bridge when jobs run in bridge-network containers (IMDS hop limit 2 "
+        "instead of 1)",
+    )
+    secrets: list[str] = Field(
+        default_factory=list,
+        description="NAME: <Pulumi secret> pairs (pulumi config set --secret --path "
+        "secrets.NAME ...): SSM SecureString parameters the nodes read at boot",
+    )
+    jobs: JobsSpec | None = Field(
+        None, description="training jobs' container images (`gpuc run --image`)"
+    )
+    inference: InferenceSpec | None = Field(
+        None, description="the serving stack's settings (role inference)"
+    )
     # stop paying for idle GPUs (compute stacks)
-    inference: InferenceSpec | None = None  # role: inference
-    idle_stop: IdleStopSpec | None = None
-    schedule: ScheduleSpec | None = None
-    expires_at: str | None = None  # RFC 3339 UTC: the nodes stop then
-    # all or nothing: a multi-node group short of its size after this long scales to 0 (0: off)
-    gang_timeout_minutes: ConfigInt = Field(DEFAULT_GANG_TIMEOUT_MINUTES, ge=0, le=1440)
-    budget: BudgetSpec | None = None
-    alert_emails: list[str] = Field(default_factory=list)
-    # data stack only: the audit trail and the account-level guards
-    audit_trail: ConfigBool = False
-    ebs_encryption_by_default: ConfigBool = False
-    snapshot_block_public_access: ConfigBool = False
-    tags: dict[str, str] = Field(default_factory=dict)
+    idle_stop: IdleStopSpec | None = Field(
+        None,
+        description="stop the dev box or scale the group to 0 after minutes under belowPercent "
+        "GPU utilization (unset: dev box 30 min, cluster 60 min, under 5 %; off on prepaid "
+        "capacity)",
+    )
+    schedule: ScheduleSpec | None = Field(
+        None, description="working hours: the nodes start at start and stop at stop on days"
+    )
+    expires_at: str | None = Field(
+        None,
+        description="the maximum lifetime: the nodes stop then (RFC 3339 UTC), with a warning "
+        "an hour before",
+    )
+    gang_timeout_minutes: ConfigInt = Field(
+        DEFAULT_GANG_TIMEOUT_MINUTES,
+        ge=0,
+        le=1440,
+        description="all or nothing: a multi-node training group short of its size this long "
+        f"after the first node booted scales to 0 (0: off; else at least "
+        f"{MIN_GANG_TIMEOUT_MINUTES}; off on prepaid capacity unless set)",
+    )
+    budget: BudgetSpec | None = Field(None, description="a monthly budget with alerts")
+    alert_emails: list[str] = Field(
+        default_factory=list,
+        description="addresses subscribed to the stack's alert topic (budget and lifetime "
+        "warnings, a partial gang's stop)",
+    )
+    audit_trail: ConfigBool = Field(
+        False,
+        description="a CloudTrail trail of the data bucket's object reads and writes and of "
+        "management events",
+    )
+    ebs_encryption_by_default: ConfigBool = Field(
+        False, description="the account-level guard for the region: EBS encryption by default"
+    )
+    snapshot_block_public_access: ConfigBool = Field(
+        False,
+        description="the account-level guard for the region: block public access to snapshots",
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="merged into every resource's tags"
+    )
 
     @field_validator(
         "spot",
