@@ -437,8 +437,10 @@ def stack_schema() -> dict[str, Any]:
         if len(stages) < len(ROLES):
             description += f" (role: {' or '.join(stages)})"
         config[f"{PROJECT}:{alias}"] = {"description": description, **schema}
-    known = sorted({*config, *(f"aws:{k}" for k in aws_config_keys())})
-    other = rf"^(?!({re.escape(PROJECT)}|aws):).+:[^:]+$"
+    for name in sorted(aws_config_keys() - {"region"}):
+        config[f"aws:{name}"] = {"description": "a pulumi-aws provider setting"}
+    # another provider's or another project's key: namespace:name (infra/namespaces.py)
+    other = rf"^(?!({re.escape(PROJECT)}|aws):)[^:]+(:[^:]+)*:[^:]+$"
     file_keys = {key: {} for key in sorted(STACK_FILE_KEYS) if key != "config"}
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",
@@ -451,9 +453,8 @@ def stack_schema() -> dict[str, Any]:
                 "keys",
                 "type": "object",
                 "properties": config,
-                "propertyNames": {
-                    "anyOf": [{"enum": known}, {"pattern": other}],
-                },
+                "patternProperties": {other: {}},
+                "additionalProperties": False,
                 "required": [REGION_KEY],
             },
             **file_keys,

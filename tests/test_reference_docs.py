@@ -9,6 +9,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -231,7 +232,9 @@ def test_the_schema_accepts_every_stack_file(schema, path):
 
 def test_the_schema_knows_every_config_key(schema):
     known = schema["properties"]["config"]["properties"]
-    assert {f"{PROJECT}:{key}" for key in CONFIG_KEYS} | {"aws:region"} == set(known)
+    ours = {key for key in known if not key.startswith("aws:")}
+    assert {f"{PROJECT}:{key}" for key in CONFIG_KEYS} == ours
+    assert {"aws:region", "aws:profile", "aws:defaultTags"} <= set(known)
     assert all(value.get("description") for value in known.values())
 
 
@@ -339,4 +342,8 @@ def test_the_site_builds_strict_with_the_generated_pages(tmp_path):
     assert published == reference.stack_schema()
     html = (site / "reference" / "config" / "index.html").read_text()
     assert "network.vpcCidr" in html
+    for page in ("config", "cli"):  # the pages' links to their own sections resolve
+        html = (site / "reference" / page / "index.html").read_text()
+        anchors = set(re.findall(r'href="#([^"]+)"', html))
+        assert anchors and anchors <= set(re.findall(r'id="([^"]+)"', html)), page
     assert not (site / "hooks").exists()
