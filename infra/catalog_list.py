@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_cluster.components.catalog import Catalog
-from gpu_cluster.infra.cost.gpu_prices import PriceTable
-from gpu_cluster.infra.cost.node_price import cheapest_spot_zone
 from gpu_cluster.infra.outcome import INPUT, CommandError
+from gpu_cluster.infra.prices.gpu_prices import PriceTable
+from gpu_cluster.infra.prices.node_price import cheapest_spot_zone
 from gpu_cluster.infra.suggest import suggest
 
 

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.infra.outcome import AWS, INPUT, OK, USAGE, CommandError, from_exception, report
@@ -116,7 +117,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_catalog_list(args: argparse.Namespace) -> int:
     from gpu_cluster.components.catalog import load_catalog
     from gpu_cluster.infra.catalog_list import catalog_rows, catalog_text
-    from gpu_cluster.infra.cost.gpu_prices import price_table
+    from gpu_cluster.infra.prices.gpu_prices import price_table
 
     rows = catalog_rows(
         load_catalog(), price_table(), args.region, args.gpu, args.min_gpus, args.offered
@@ -276,8 +277,8 @@ def kept_data_note(stack: str) -> str:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws import client
     from gpu_cluster.infra.aws.sweep import Sweeper
-    from gpu_cluster.infra.cost.unit_prices import hours_per_month
     from gpu_cluster.infra.outcome import USAGE
+    from gpu_cluster.infra.prices.unit_prices import hours_per_month
 
     settings = stack_settings(args.stack)
     args.region = stack_region(args.stack, args.region, settings)
@@ -459,7 +460,7 @@ def cmd_block_purchase(args: argparse.Namespace) -> int:
 def cmd_prices_refresh(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.price_refresh import fetch_prices, merged_price_rows, write_prices
     from gpu_cluster.infra.catalog_refresh import DEFAULT_REGIONS
-    from gpu_cluster.infra.cost.gpu_prices import META_PATH, PRICES_PATH
+    from gpu_cluster.infra.prices.gpu_prices import META_PATH, PRICES_PATH
     from gpu_cluster.infra.problems import AwsError
 
     regions = args.region or list(DEFAULT_REGIONS)
@@ -603,7 +604,12 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
     run.add_argument("--json", action="store_true", help="the started job as JSON")
-    run.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    run.add_argument(
+        "command_line",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD ARGS...",
+        help="the job's command, after -- (wins over the file's command)",
+    )
     run.set_defaults(func=cmd_run)
     jobs = sub.add_parser("jobs", help="a stack's jobs and their state on each node (needs AWS)")
     jobs.add_argument("--stack", "-s", required=True)
@@ -695,7 +701,9 @@ def parser() -> argparse.ArgumentParser:
     offerings.add_argument("--start", help="earliest start date (UTC), e.g. 2027-01-15")
     offerings.set_defaults(func=cmd_block_offerings)
     buy = block_sub.add_parser("purchase", help="buy an offering (cannot be cancelled)")
-    buy.add_argument("offering_id")
+    buy.add_argument(
+        "offering_id", help="the offering's id, as `gpuc capacity-block offerings` lists it"
+    )
     buy.add_argument("--region", default="us-east-1")
     buy.add_argument("--yes", action="store_true", help="confirm: the block cannot be cancelled")
     buy.set_defaults(func=cmd_block_purchase)
@@ -714,10 +722,22 @@ def parser() -> argparse.ArgumentParser:
         default=1000.0,
         help="tokenized dataset size in GB (default 1000)",
     )
-    estimate.add_argument("--tokens-per-step", type=bounded(1, 1e12, "--tokens-per-step"))
-    estimate.add_argument("--bytes-per-token", type=bounded(1, 16, "--bytes-per-token"))
+    estimate.add_argument(
+        "--tokens-per-step",
+        type=bounded(1, 1e12, "--tokens-per-step"),
+        help="tokens in one training step (default: infra/data/throughput.json's)",
+    )
+    estimate.add_argument(
+        "--bytes-per-token",
+        type=bounded(1, 16, "--bytes-per-token"),
+        help="bytes of tokenized data per token (default: infra/data/throughput.json's)",
+    )
     estimate.add_argument("--mfu", type=bounded(0.01, 1, "--mfu"), help="model FLOPs utilisation")
-    estimate.add_argument("--fsx-tib", type=bounded(1.17, 1e5, "--fsx-tib"))
+    estimate.add_argument(
+        "--fsx-tib",
+        type=bounded(1.17, 1e5, "--fsx-tib"),
+        help="FSx for Lustre size in TiB (default: infra/data/throughput.json's)",
+    )
     estimate.add_argument(
         "--claims",
         action="store_true",
@@ -765,7 +785,22 @@ class UsageError(Exception):
         self.usage = usage
 
 
+# Help for the flags many commands share, where a command gives none of its own (shown by
+# `gpuc <command> --help` and in the docs site's CLI reference, infra/reference.py).
+SHARED_HELP = {
+    "--stack": "stack name: stacks/Pulumi.<stack>.yaml",
+    "--json": "print JSON instead of text",
+    "--job": "the job's name, as `gpuc jobs` lists it",
+    "--region": "the AWS region",
+}
+
+
 class Parser(argparse.ArgumentParser):
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("help") is None and args and args[0] in SHARED_HELP:
+            kwargs["help"] = SHARED_HELP[args[0]]
+        return super().add_argument(*args, **kwargs)
+
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(self.format_usage(), f"{self.prog}: error: {message}")
 

@@ -34,12 +34,6 @@ PREFLIGHT = (
 AT_UP = "`pulumi up` checks, before it creates anything,"
 
 
-def describe_live(existing: ExistingNetwork, region: str) -> NetworkFacts:
-    from gpu_cluster.infra.aws.network_facts import describe_network  # boto3 when needed
-
-    return describe_network(existing, region)
-
-
 def with_subnet_zone(config: Mapping[str, str], lookup: NetworkLookup | None) -> dict[str, str]:
     """A cluster in an existing subnet takes the subnet's zone when availabilityZone is unset."""
     result = dict(config)

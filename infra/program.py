@@ -17,6 +17,7 @@ from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.lustre import LustreSize
 from gpu_cluster.components.names import StackIdentity, default_bucket_name
 from gpu_cluster.components.naming import cluster_tags
+from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.purchase import (
     BLOCK_END_MARGIN,
     CapacityBlock,
@@ -40,10 +41,10 @@ from gpu_cluster.infra.network_check import (
     with_network_facts,
     with_subnet_zone,
 )
-from gpu_cluster.infra.network_check import describe_live as describe_network_live
 from gpu_cluster.infra.secrets_config import secret_value
 from gpu_cluster.infra.spec import DEFAULT_DATA_STACK, PROJECT
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData, stack_identity
+from gpu_cluster.infra.validation.network_facts import NetworkFacts
 from gpu_cluster.infra.validation.purchase import check_live_reservation
 
 
@@ -440,6 +441,12 @@ def block_end_unknown(spec: ResolvedCluster, reservation_id: str, why: str) -> N
             )
         ],
     )
+
+
+def describe_network_live(existing: ExistingNetwork, region: str) -> NetworkFacts:
+    from gpu_cluster.infra.aws.network_facts import describe_network  # boto3 when needed
+
+    return describe_network(existing, region)
 
 
 # How the program reads an existing network's facts; the offline plan engine sets None.

@@ -15,9 +15,9 @@ from moto import mock_aws
 from gpu_cluster.infra.aws import capacity_blocks, price_refresh, reservations
 from gpu_cluster.infra.aws.capacity_blocks import duration_problem
 from gpu_cluster.infra.cli import main
-from gpu_cluster.infra.cost.gpu_prices import read_price_table
 from gpu_cluster.infra.errors import AwsError
 from gpu_cluster.infra.outcome import AWS, INPUT, USAGE
+from gpu_cluster.infra.prices.gpu_prices import read_price_table
 
 P4D_PRICE = "21.9576"
 
@@ -300,7 +300,7 @@ def test_a_bad_region_is_an_aws_error_not_a_traceback(capsys):
 
 
 def test_refreshing_one_regions_prices_keeps_the_others(tmp_path):
-    from gpu_cluster.infra.cost.gpu_prices import PRICES_PATH
+    from gpu_cluster.infra.prices.gpu_prices import PRICES_PATH
 
     snapshot = tmp_path / "prices.csv"
     snapshot.write_text(PRICES_PATH.read_text())

@@ -112,8 +112,8 @@ def test_a_missing_profile_or_a_bad_region_is_a_message(monkeypatch, capsys):
 
 
 def test_catalog_list_filters_sorts_by_price_and_aligns(capsys):
-    from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
     from gpu_cluster.infra.outcome import INPUT
+    from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 
     assert main(["catalog", "list", "--gpu", "a100"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -4,10 +4,15 @@ counts as much as one at the top of a file, as it does for grimp and lint-import
 
 from __future__ import annotations
 
+import configparser
+import re
+from pathlib import Path
+
 import grimp
 import pytest
 
 PACKAGE = "gpu_cluster"
+CONTRACTS = Path(__file__).resolve().parent.parent / ".importlinter"
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +97,19 @@ def test_the_cycle_finder_finds_a_cycle():
     cycles = [c for c in strongly_connected(graph) if len(c) > 1]
     assert cycles == [["a.b", "a.c"]]
     assert cycle_in(graph, cycles[0]) == ["a.b", "a.c", "a.b"]
+
+
+def house_layers() -> list[set[str]]:
+    """The modules of each layer of the house contract (.importlinter), top to bottom."""
+    config = configparser.ConfigParser()
+    config.read(CONTRACTS)
+    lines = config["importlinter:contract:house"]["layers"].strip().splitlines()
+    return [{name.strip("() ") for name in re.split(r"[|:]", line)} for line in lines]
+
+
+def test_every_room_has_its_place_in_the_house(graph):
+    """A new module or room of infra is placed in a layer, not left unchecked."""
+    named = set().union(*house_layers())
+    rooms = graph.find_children(f"{PACKAGE}.infra") | graph.find_children(PACKAGE)
+    rooms -= {f"{PACKAGE}.infra"}
+    assert not rooms - named, f"name these in .importlinter's house layers: {rooms - named}"

@@ -1,4 +1,4 @@
-"""`gpuc run -f job.yaml` (infra/job_file.py): every bad value is a problem with its path, the
+"""`gpuc run -f job.yaml` (infra/aws/job_file.py): every bad value is a problem with its path, the
 value received, what is allowed and a fix that works; flags win over the file; nothing is
 uploaded or started from a bad file."""
 
@@ -17,13 +17,13 @@ from test_jobs import capture_sends, cluster_key, nodes
 
 from gpu_cluster.components.names import job_bucket_parameter
 from gpu_cluster.infra import cli
-from gpu_cluster.infra.errors import Problem
-from gpu_cluster.infra.job_file import (
+from gpu_cluster.infra.aws.job_file import (
     SETUP_MAX_BYTES,
     JobFileError,
     default_job_name,
     load_job_file,
 )
+from gpu_cluster.infra.errors import Problem
 from gpu_cluster.infra.outcome import INPUT, USAGE
 from gpu_cluster.infra.pulumi_yaml import load
 

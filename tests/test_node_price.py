@@ -12,8 +12,8 @@ from botocore.stub import Stubber
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.infra.aws.status import list_nodes
 from gpu_cluster.infra.aws.sweep import Sweeper
-from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly, spot_by_zone
-from gpu_cluster.infra.cost.node_price import cheapest_spot_zone, node_hourly
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly, spot_by_zone
+from gpu_cluster.infra.prices.node_price import cheapest_spot_zone, node_hourly
 
 REGION = "us-east-1"
 KIND = "g5.12xlarge"

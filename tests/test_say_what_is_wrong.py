@@ -13,10 +13,10 @@ from gpu_cluster.infra import cli
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.compare import compare_options
 from gpu_cluster.infra.cost.model import Usage, estimate_cluster, scheduled_usage
-from gpu_cluster.infra.cost.unit_prices import hours_per_month
 from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.prices.unit_prices import hours_per_month
 from gpu_cluster.infra.stack_files import load_stack_config
 
 SCHEDULE = {"days": "MON-FRI", "start": "08:00", "stop": "20:00", "timezone": "UTC"}
@@ -119,7 +119,7 @@ def test_an_expiry_inside_its_own_warning_hour_warns():
 
 def test_a_spot_max_price_below_the_spot_price_warns():
     from gpu_cluster.components.catalog import load_catalog
-    from gpu_cluster.infra.cost.gpu_prices import spot_by_zone
+    from gpu_cluster.infra.prices.gpu_prices import spot_by_zone
 
     config = load_stack_config("experiment", ROOT)
     zone = config["gpu-cluster:availabilityZone"]

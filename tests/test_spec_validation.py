@@ -24,8 +24,8 @@ from gpu_cluster.components.cidr import (
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.config import load_spec
-from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem, render_problem
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.spec import CONFIG_KEYS
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData

@@ -236,7 +236,7 @@ def test_other_providers_keys_and_real_aws_keys_stay_allowed():
 def test_a_gpu_request_says_why_it_became_its_type():
     plan = plan_stack("experiment")
     note = plan.outputs["instanceChoice"]
-    from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+    from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 
     g5_12 = on_demand_hourly("us-east-1", "g5.12xlarge")
     g5_24 = on_demand_hourly("us-east-1", "g5.24xlarge")

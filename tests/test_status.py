@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from gpu_cluster.infra.aws.status import list_nodes, orphans
 from gpu_cluster.infra.cli import main
-from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 
 
 def launch(ec2, kind: str, stack: str, managed: bool = True) -> str:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import boto3
 
 from gpu_cluster.infra.aws import call, client
-from gpu_cluster.infra.cost.compare import BlockQuote
+from gpu_cluster.infra.prices.block_quote import BlockQuote
 
 # Durations AWS sells: 1-14 days in 1-day steps, then up to 182 days in 7-day steps.
 MAX_DAYS_DAILY, MAX_DAYS = 14, 182

@@ -17,6 +17,13 @@ from typing import Any
 from gpu_cluster.components.jobs import workdir_key
 from gpu_cluster.components.names import StackIdentity, key_alias
 from gpu_cluster.infra.aws import call, client
+from gpu_cluster.infra.aws.job_file import (
+    JobFile,
+    JobFileError,
+    default_job_name,
+    load_job_file,
+    setup_issue,
+)
 from gpu_cluster.infra.aws.job_image import ImageError, check_image, image_context, parse_image
 from gpu_cluster.infra.aws.jobs import (
     DEFAULT_MAX_RESTARTS,
@@ -41,13 +48,6 @@ from gpu_cluster.infra.aws.jobs import (
     watch_start,
 )
 from gpu_cluster.infra.aws.workdir import stored
-from gpu_cluster.infra.job_file import (
-    JobFile,
-    JobFileError,
-    default_job_name,
-    load_job_file,
-    setup_issue,
-)
 from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError, problem_dicts
 from gpu_cluster.infra.problems import AwsError
 from gpu_cluster.infra.stack_files import (

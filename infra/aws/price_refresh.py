@@ -18,7 +18,7 @@ import boto3
 
 from gpu_cluster.components.catalog import Catalog, InstanceFacts, load_catalog
 from gpu_cluster.infra.aws import call, client, paginate
-from gpu_cluster.infra.cost.gpu_prices import COLUMNS, META_PATH, PRICES_PATH
+from gpu_cluster.infra.prices.gpu_prices import COLUMNS, META_PATH, PRICES_PATH
 
 PRICING_REGION = "us-east-1"  # the Price List API answers from us-east-1 and ap-south-1
 LINUX_ON_DEMAND = {

@@ -16,7 +16,7 @@ from gpu_cluster.components.naming import (
     STACK_TAG,
 )
 from gpu_cluster.infra.aws import paginate
-from gpu_cluster.infra.cost.node_price import node_hourly
+from gpu_cluster.infra.prices.node_price import node_hourly
 
 
 @dataclass(frozen=True)

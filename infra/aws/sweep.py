@@ -15,9 +15,9 @@ from gpu_cluster.infra.aws import UNREACHABLE, call, paginate, translated
 from gpu_cluster.infra.aws.sweep_controls import ControlsSweep
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
 from gpu_cluster.infra.aws.sweep_network import NetworkSweep
-from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
-from gpu_cluster.infra.cost.node_price import node_hourly
-from gpu_cluster.infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.prices.node_price import node_hourly
+from gpu_cluster.infra.prices.unit_prices import unit_prices
 from gpu_cluster.infra.problems import AwsError
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from gpu_cluster.components.names import StackIdentity, budget_name, schedule_description_prefix
 from gpu_cluster.infra.aws import PERMISSION_ERRORS, call, paginate
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag
-from gpu_cluster.infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.prices.unit_prices import unit_prices
 from gpu_cluster.infra.problems import AwsError
 
 AUTOSCALING_ROLE_PATH = "/aws-service-role/autoscaling.amazonaws.com/"

@@ -11,7 +11,7 @@ from typing import Any
 from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.infra.aws import call, paginate
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, stack_filter
-from gpu_cluster.infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.prices.unit_prices import unit_prices
 
 
 class NetworkSweep:

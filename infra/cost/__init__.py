@@ -1,1 +1,2 @@
-"""What a stack costs: GPU price snapshot, other unit prices, the cost model and its rendering."""
+"""What a stack costs: the cost model, the purchase options compared, their rendering and
+`gpuc cost` (the prices it reads are infra/prices/)."""

@@ -7,27 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_cluster.components.catalog import Catalog, load_catalog
-from gpu_cluster.infra.cost.gpu_prices import PriceTable, price_table
 from gpu_cluster.infra.cost.model import HOURS_PER_DAY, Usage
-from gpu_cluster.infra.cost.node_price import cheapest_spot_zone
-from gpu_cluster.infra.cost.unit_prices import hours_per_month, unit_prices
+from gpu_cluster.infra.prices.block_quote import BlockQuote
+from gpu_cluster.infra.prices.gpu_prices import PriceTable, price_table
+from gpu_cluster.infra.prices.node_price import cheapest_spot_zone
+from gpu_cluster.infra.prices.unit_prices import hours_per_month, unit_prices
 from gpu_cluster.infra.validation import ResolvedCluster
 
 CAPACITY_BLOCK_QUOTE = "quote with `gpuc capacity-block offerings`"
-
-
-@dataclass(frozen=True)
-class BlockQuote:
-    """A Capacity Block offering: its upfront fee covers every instance-hour of the block."""
-
-    offering_id: str
-    upfront_usd: float
-    duration_hours: int
-    instance_count: int
-
-    @property
-    def instance_hourly(self) -> float:
-        return self.upfront_usd / (self.duration_hours * self.instance_count)
 
 
 @dataclass(frozen=True)

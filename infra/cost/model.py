@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from gpu_cluster.components.catalog import Catalog, load_catalog
 from gpu_cluster.components.cidr import interface_endpoints
 from gpu_cluster.components.purchase import CapacityBlock, CapacityReservation, Spot
-from gpu_cluster.infra.cost.gpu_prices import PriceTable, price_table
-from gpu_cluster.infra.cost.unit_prices import UnitPrices, hours_per_month, unit_prices
+from gpu_cluster.infra.prices.gpu_prices import PriceTable, price_table
+from gpu_cluster.infra.prices.unit_prices import UnitPrices, hours_per_month, unit_prices
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 
 HOURS_PER_DAY = 24

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpu_cluster.infra.cost.compare import OptionCost, saving
 from gpu_cluster.infra.cost.model import DAYS_PER_MONTH, Estimate
-from gpu_cluster.infra.cost.unit_prices import hours_per_month
+from gpu_cluster.infra.prices.unit_prices import hours_per_month
 
 
 def _usd(value: float | None, digits: int = 2) -> str:

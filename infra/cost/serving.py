@@ -12,7 +12,7 @@ from gpu_cluster.infra.cost.model import (
     nodes_for_load,
     serving_load,
 )
-from gpu_cluster.infra.cost.unit_prices import unit_prices
+from gpu_cluster.infra.prices.unit_prices import unit_prices
 from gpu_cluster.infra.validation import ResolvedCluster
 
 

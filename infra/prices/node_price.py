@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from gpu_cluster.components.catalog import Catalog, load_catalog
-from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly, spot_by_zone
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly, spot_by_zone
 
 STANDARD_ZONE_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")  # use1-az4, euw1-az2, usgw1-az1
 

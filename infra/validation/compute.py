@@ -6,7 +6,7 @@ import re
 
 from gpu_cluster.components.catalog import Catalog, InstanceFacts
 from gpu_cluster.components.dlami import dlami, dlami_supports, instance_family
-from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.spec import (
     GP3_IOPS_PER_GIB,

@@ -17,7 +17,7 @@ from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.components.purchase import Purchase, is_single_instance
-from gpu_cluster.infra.cost.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import (
     PROJECT,

@@ -8,8 +8,8 @@ from datetime import datetime
 
 from gpu_cluster.components.cost_controls import WARNING_BEFORE_EXPIRY
 from gpu_cluster.components.quotas import on_demand_quota
-from gpu_cluster.infra.cost.gpu_prices import spot_by_zone
-from gpu_cluster.infra.cost.unit_prices import hours_per_month
+from gpu_cluster.infra.prices.gpu_prices import spot_by_zone
+from gpu_cluster.infra.prices.unit_prices import hours_per_month
 from gpu_cluster.infra.suggest import suggest
 from gpu_cluster.infra.validation.common import GO_TIME, config_moment
 from gpu_cluster.infra.validation.cost_controls import gang_timeout_minutes, prepaid
