@@ -605,7 +605,7 @@ def _argument_rows(parser: argparse.ArgumentParser) -> list[str]:
         notes = []
         if action.required and action.nargs not in ("*", "?", argparse.REMAINDER):
             notes.append("required")
-        if _repeatable(action):
+        if _repeatable(action) and "repeatable" not in (action.help or ""):
             notes.append("repeatable")
         if isinstance(action, argparse._VersionAction):
             help_text = "print gpuc's version and exit"
