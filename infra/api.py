@@ -3,10 +3,11 @@ program, with plain values (and Pulumi inputs for the ids and names another reso
 
 Arguments are the stack file's keys in snake_case (``instance_type``, ``nodes``,
 ``availability_zone``, ``network={"vpc_id": ..., "subnet_ids": [...]}``, ``storage``,
-``purchase_option``, ``idle_stop``, ``tags``, ...; the README lists them). They go through the
-same checks as a stack file, and every problem is raised at once, before anything is created,
-as one Pulumi error that names the argument. The components are the ones this project's own
-program creates (same type tokens, child names and parents), so the URNs are the same."""
+``purchase_option``, ``idle_stop``, ``tags``, ...; docs/concepts/configuration.md lists them).
+They go through the same checks as a stack file, and every problem is raised at once, before
+anything is created, as one Pulumi error that names the argument. The components are the ones
+this project's own program creates (same type tokens, child names and parents), so the URNs are
+the same."""
 
 from __future__ import annotations
 

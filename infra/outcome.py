@@ -1,5 +1,6 @@
-"""How a `gpuc` command ends: its exit codes (documented in the README) and the one error type
-commands raise for a user-facing failure, printed as a message or, with --json, a document."""
+"""How a `gpuc` command ends: its exit codes (documented in docs/troubleshooting.md) and the one
+error type commands raise for a user-facing failure, printed as a message or, with --json, a
+document."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ class Control:
     types: tuple[str, ...]  # the resource types it checks
     check: Check
     uses_stack: bool = False  # reads other resources: a CrossGuard stack policy
-    audit_only: str | None = None  # why CrossGuard cannot run it (shown in the README)
+    audit_only: str | None = None  # why CrossGuard cannot run it (docs/concepts/security.md)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:

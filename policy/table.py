@@ -1,4 +1,5 @@
-"""The README's control table, generated from the pack (`python -m gpu_cluster.policy.table`)."""
+"""The control table of docs/concepts/security.md, generated from the pack
+(`python -m gpu_cluster.policy.table`)."""
 
 from __future__ import annotations
 

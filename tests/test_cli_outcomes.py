@@ -1,4 +1,4 @@
-"""`gpuc` exit codes (README) and errors as JSON documents with --json."""
+"""`gpuc` exit codes (docs/troubleshooting.md) and errors as JSON documents with --json."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ def test_exit_codes_are_distinct_and_documented():
     from conftest import ROOT
 
     assert len({OK, INTERNAL, USAGE, INPUT, AWS, FINDINGS}) == 6
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
     for code in (INTERNAL, USAGE, INPUT, AWS, FINDINGS):
-        assert f"| {code} |" in readme
+        assert f"| {code} |" in page
 
 
 def test_input_errors_share_one_code(capsys, tmp_path, monkeypatch):

@@ -71,9 +71,9 @@ def repo(index: int) -> str:
 def test_the_key_is_registered_everywhere_a_key_is():
     assert "jobs" in CONFIG_KEYS and "jobs" in OBJECT_KEYS and "jobs" in COMPUTE_KEYS
     assert NESTED_KEYS["jobs"] == frozenset({"repositories"})
-    readme = (ROOT / "README.md").read_text()
-    (row,) = [line for line in readme.splitlines() if line.startswith("| `jobs` |")]
-    assert "repositories" in row and "docs/containers.md" in row
+    keys = (ROOT / "docs" / "concepts" / "configuration.md").read_text()
+    (row,) = [line for line in keys.splitlines() if line.startswith("| `jobs` |")]
+    assert "repositories" in row and "(../containers.md)" in row
     guide = (ROOT / "docs" / "containers.md").read_text()
     assert "jobs.repositories" in guide and "ecr:GetAuthorizationToken" in guide
 

@@ -138,10 +138,10 @@ def test_no_in_a_nested_boolean_says_false(project):
     assert problem.fix == "pulumi config set --path idleStop.enabled false"
 
 
-def test_the_readmes_created_reservation_example_plans(project):
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_created_reservation_example_plans(project):
+    keys = (ROOT / "docs" / "concepts" / "configuration.md").read_text()
     example = "{create: true, endDate: 2027-01-31T00:00:00Z}"
-    assert example in readme  # the example as the README writes it, unquoted
+    assert example in keys  # the example as the docs write it, unquoted
     config = with_lines(
         project,
         "train",

@@ -1,8 +1,9 @@
-"""The README's table of what a change does to running nodes, NVMe scratch and data, held
-against the diff engine: each row is read from README.md, each change it names is made to a
+"""The docs' table of what a change does to running nodes, NVMe scratch and data, held
+against the diff engine: each row is read from the docs (docs/guides/scale.md; README.md and
+every page under docs/ are searched), each change it names is made to a
 stack's config, planned, diffed and checked for collisions (infra/diff), and each cell must be
 what the engine says. A row or a cell this test cannot read fails it, so a new row is tested
-as soon as it is written. The example `gpuc diff` output in the README is checked the same way.
+as soon as it is written. The example `gpuc diff` output in the docs is checked the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 from conftest import ROOT
+from docs_text import docs_text
 
 import gpu_cluster.components.cluster
 from gpu_cluster.infra import cli
@@ -22,7 +24,7 @@ from gpu_cluster.infra.diff.model import Change, diff_plans, running_jobs
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from gpu_cluster.infra.stack_files import load_stack_config
 
-README = (ROOT / "README.md").read_text()
+DOCS = docs_text()
 HEADER = "| change | running nodes | NVMe scratch | data |"
 GROUP = "aws:autoscaling/group:Group"
 INSTANCE = "aws:ec2/instance:Instance"
@@ -34,7 +36,7 @@ FSX = json.dumps({"storageCapacityGib": 4800, "throughputPerTib": 250})
 
 
 def table_rows() -> list[list[str]]:
-    lines = README.splitlines()
+    lines = DOCS.splitlines()
     start = lines.index(HEADER)  # the table is gone or renamed: fix this test with it
     rows = []
     for line in lines[start + 2 :]:
@@ -50,7 +52,7 @@ def items(cell: str) -> list[str]:
     return [i.strip() for i in re.split(r",\s*|\s+or\s+(?![^(]*\))", text) if i.strip()]
 
 
-# --- the changes: README wording -> (stack, config before, config after) ----------------------
+# --- the changes: the docs' wording -> (stack, config before, config after) ------------------
 
 Config = dict[str, str]
 Variant = tuple[str, Config, Config]
@@ -288,23 +290,23 @@ def test_each_change_does_what_the_readme_says(row, item, monkeypatch):
     for variant in CHANGES[item]():
         result = outcome(variant, monkeypatch, boot=item == BOOT_SCRIPTS)
         assert result.changes, f"{item}: the engine sees no change"
-        assert not result.found, f"{item}: the README says it applies; {result.found}"
+        assert not result.found, f"{item}: the docs say it applies; {result.found}"
         for cell, (column, vocabulary) in zip(row[1:], COLUMNS, strict=True):
             assert cell_check(cell, vocabulary)(result), (
-                f"README row {row[0]!r}, {column}: {cell!r} - but the engine says "
+                f"docs row {row[0]!r}, {column}: {cell!r} - but the engine says "
                 f"{[(c.kind, c.type, c.role, c.impact) for c in result.changes]}"
             )
 
 
 def test_the_example_diff_output_is_what_gpuc_diff_prints(capsys):
-    """The `gpuc diff --stack train --set nodes=8` example under "From one GPU to 32"."""
-    block = README.split("$ gpuc diff --stack train --set nodes=8\n", 1)[1].split("```", 1)[0]
+    """The `gpuc diff --stack train --set nodes=8` example in docs/guides/scale.md."""
+    block = DOCS.split("$ gpuc diff --stack train --set nodes=8\n", 1)[1].split("```", 1)[0]
     assert cli.main(["diff", "--stack", "train", "--set", "nodes=8"]) == 0
     printed = capsys.readouterr().out
     assert block.strip() in printed, printed
 
 
-# Sentences promising what an update keeps (whitespace-normalized README text), each with the
+# Sentences promising what an update keeps (whitespace-normalized docs text), each with the
 # change it speaks of and what the engine must say about it.
 SENTENCES: list[tuple[str, Callable[[], list[Variant]], Callable[[Outcome], bool]]] = [
     (
@@ -347,23 +349,23 @@ SENTENCES: list[tuple[str, Callable[[], list[Variant]], Callable[[Outcome], bool
 
 @pytest.mark.parametrize(("sentence", "variants", "check"), SENTENCES, ids=lambda v: "")
 def test_each_sentence_promising_what_an_update_keeps_holds(sentence, variants, check, monkeypatch):
-    assert sentence in " ".join(README.split()), f"the README no longer says: {sentence!r}"
+    assert sentence in " ".join(DOCS.split()), f"the docs no longer say: {sentence!r}"
     for variant in variants():
         result = outcome(variant, monkeypatch, boot=False)
         assert result.changes and not result.found, (sentence, result.found)
         assert check(result), (
-            f"README: {sentence!r} - but the engine says "
+            f"docs: {sentence!r} - but the engine says "
             f"{[(c.kind, c.type, c.role, c.impact) for c in result.changes]}"
         )
 
 
-def test_the_serving_zone_swap_the_readme_warns_about_is_reported():
+def test_the_serving_zone_swap_the_docs_warn_about_is_reported():
     sentence = (
         "Swapping a serving zone for another (`inference.availabilityZones`) is such a case: the "
         "new zone's subnets would take the CIDRs the removed zone's still hold; add a zone at the "
         "end of the list instead."
     )
-    assert sentence in " ".join(README.split())
+    assert sentence in " ".join(DOCS.split())
     base = stack("inference")
     serving = json.loads(base["gpu-cluster:inference"])
     swapped = {**serving, "availabilityZones": ["us-east-1a", "us-east-1c"]}

@@ -104,7 +104,7 @@ def _without_protection(config: dict[str, str]) -> str:
 def test_the_data_stack_refuses_destroy_as_it_should():
     plan = plan_stack("data")
     assert plan.error is None, plan.error
-    assert not destroy(plan).runs  # datasets are deleted only by hand (README)
+    assert not destroy(plan).runs  # datasets are deleted only by hand (docs/guides/teardown.md)
 
 
 def test_gpuc_plan_gives_the_stop_paying_command_that_works(own_bucket):

@@ -218,7 +218,7 @@ def check_ami(spec: ResolvedCluster, aws: Clients) -> Check:
             "AMI",
             WARN,
             f"{image['ImageId']} was deprecated on {deprecated[:10]}; it still launches",
-            "move to a newer release (README: Moving to a new AMI)",
+            "move to a newer release (docs/guides/new-ami.md)",
             value=image["ImageId"],
         )
     return Check(
