@@ -412,7 +412,7 @@ def model_schema(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
     return schema
 
 
-def stack_schema() -> dict[str, Any]:
+def stack_schema(site_url: str | None = None) -> dict[str, Any]:
     """A JSON Schema (draft 7) of stacks/Pulumi.<stack>.yaml as the Pulumi CLI and gpuc read it:
     the stack file's own keys (infra/stack_files.py STACK_FILE_KEYS), and under config: every
     gpu-cluster: key with its value, aws:region and pulumi-aws's other keys, and any other
@@ -442,8 +442,10 @@ def stack_schema() -> dict[str, Any]:
     # another provider's or another project's key: namespace:name (infra/namespaces.py)
     other = rf"^(?!({re.escape(PROJECT)}|aws):)[^:]+(:[^:]+)*:[^:]+$"
     file_keys = {key: {} for key in sorted(STACK_FILE_KEYS) if key != "config"}
+    where = {"$id": f"{site_url.rstrip('/')}/{SCHEMA_FILE}"} if site_url else {}
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",
+        **where,
         "title": f"{PROJECT} stack file ({STACK_FILE})",
         "description": f"The stack configuration of the {PROJECT} Pulumi project.",
         "type": "object",
@@ -464,11 +466,18 @@ def stack_schema() -> dict[str, Any]:
     }
 
 
-def schema_markdown(schema_url: str = f"../{SCHEMA_FILE}") -> str:
+def schema_markdown(site_url: str | None = None) -> str:
+    """The schema's page; with the site's address (mkdocs.yml site_url), the schema's URL."""
+    published = f"{site_url.rstrip('/')}/{SCHEMA_FILE}" if site_url else f"<site>/{SCHEMA_FILE}"
+    where = (
+        ""
+        if site_url
+        else "`<site>` is where this site is published (mkdocs.yml has no site_url). "
+    )
     return f"""# Stack file schema
 
 {GENERATED.format(source="`infra/spec.py`, `infra/stack_files.py` and `infra/namespaces.py`")}
-[`{SCHEMA_FILE}`]({schema_url}) is a JSON Schema (draft 7) of a stack file,
+[`{SCHEMA_FILE}`](../{SCHEMA_FILE}) is a JSON Schema (draft 7) of a stack file,
 `stacks/{STACK_FILE}`: its `config:` with every `{PROJECT}:<key>` of the
 [configuration reference](config.md), `{REGION_KEY}` and the other `aws:` keys pulumi-aws reads,
 and any other namespace's keys. Values are checked as the program receives them: a mapping key
@@ -484,7 +493,7 @@ With the YAML extension of VS Code (Red Hat's, built on `yaml-language-server`),
 using `yaml-language-server`, a comment on the first line of a stack file selects the schema:
 
 ```yaml
-# yaml-language-server: $schema=<site>/{SCHEMA_FILE}
+# yaml-language-server: $schema={published}
 config:
   aws:region: us-east-1
   {PROJECT}:nodes: 2
@@ -495,14 +504,13 @@ or, for every stack file of the project at once, in `.vscode/settings.json`:
 ```json
 {{
   "yaml.schemas": {{
-    "<site>/{SCHEMA_FILE}": ["stacks/Pulumi.*.yaml"]
+    "{published}": ["stacks/Pulumi.*.yaml"]
   }}
 }}
 ```
 
-`<site>` is where this site is published. Offline, write the schema into the project and use its
-path instead (a path in `yaml.schemas` is relative to the workspace folder; in the comment,
-relative to the stack file):
+{where}Offline, write the schema into the project and use its path instead (a path in
+`yaml.schemas` is relative to the workspace folder; in the comment, relative to the stack file):
 
 ```bash
 python -m gpu_cluster.infra.reference schema > stack.schema.json
@@ -716,15 +724,16 @@ def audit_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def pages() -> dict[str, str]:
+def pages(site_url: str | None = None) -> dict[str, str]:
     """Every generated page, by its path under docs/."""
+    schema = stack_schema(site_url)
     return {
         CONFIG_PAGE: config_markdown(),
         CLI_PAGE: cli_markdown(),
         EXIT_CODES_PAGE: exit_codes_markdown(),
         AUDIT_PAGE: audit_markdown(),
-        SCHEMA_PAGE: schema_markdown(),
-        SCHEMA_FILE: json.dumps(stack_schema(), indent=2) + "\n",
+        SCHEMA_PAGE: schema_markdown(site_url),
+        SCHEMA_FILE: json.dumps(schema, indent=2) + "\n",
     }
 
 

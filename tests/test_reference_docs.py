@@ -311,15 +311,29 @@ def test_the_schema_accepts_what_the_loader_accepts(schema, case):
     assert not [p for p in problems if "secret" not in p.path]
 
 
-def test_python_m_prints_the_schema(schema):
-    done = subprocess.run(
-        [sys.executable, "-m", "gpu_cluster.infra.reference", "schema"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    assert json.loads(done.stdout) == schema
+def test_python_m_prints_the_schema(schema, capsys):
+    assert reference.main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == schema
+    assert reference.main([]) == 2
+
+
+def test_the_published_address_goes_into_the_schema_and_its_page():
+    url = "https://docs.example.org/gpu-cluster/"
+    assert reference.stack_schema(url)["$id"] == f"{url}schema/stack.schema.json"
+    page = reference.schema_markdown(url)
+    assert f"# yaml-language-server: $schema={url}schema/stack.schema.json" in page
+    assert f'"{url}schema/stack.schema.json": ["stacks/Pulumi.*.yaml"]' in page
+    assert "$schema=<site>/schema/stack.schema.json" in reference.schema_markdown()
+
+
+def test_the_project_file_declares_the_spec_defaults():
+    """Pulumi.yaml's typed declarations apply before the program runs: the defaults on the
+    config page (the spec's) must be theirs."""
+    declared = pulumi_yaml.load((ROOT / "Pulumi.yaml").read_text())["config"]
+    fields = {field.alias: field for field in StackSpec.model_fields.values()}
+    assert declared
+    for key, declaration in declared.items():
+        assert fields[key].get_default(call_default_factory=True) == declaration["default"], key
 
 
 # --- the site -------------------------------------------------------------------------------
@@ -339,6 +353,7 @@ def test_the_site_builds_strict_with_the_generated_pages(tmp_path):
     for page in ("config", "cli", "exit-codes", "audit-controls", "stack-schema"):
         assert (site / "reference" / page / "index.html").is_file(), page
     published = json.loads((site / "schema" / "stack.schema.json").read_text())
+    published.pop("$id", None)  # mkdocs.yml's site_url, when it has one
     assert published == reference.stack_schema()
     html = (site / "reference" / "config" / "index.html").read_text()
     assert "network.vpcCidr" in html

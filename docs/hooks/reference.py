@@ -15,7 +15,7 @@ from mkdocs.structure.files import File, Files
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     from gpu_cluster.infra.reference import pages
 
-    for path, content in pages().items():
+    for path, content in pages(config.site_url).items():
         if files.get_file_from_path(path) is not None:
             raise PluginError(
                 f"docs/{path} is generated from the code (infra/reference.py); remove the file"
