@@ -202,6 +202,30 @@ def test_the_estimates_sentence_is_gpuc_estimates(capsys):
     assert sentence in " ".join(page("docs/guides/interconnect.md").split())
 
 
+def test_the_serving_cost_sentence_is_gpuc_costs(capsys):
+    printed = run(capsys, "cost", "--stack", "inference")
+    serving = re.search(
+        r"Serving: \$([0-9,]+)/month at (\d+) nodes \(minimum\), \$([0-9,]+)/month "
+        r"at (\d+) \(maximum\)",
+        printed,
+    )
+    per_request = re.search(r"\$([0-9.]+) per 1,000 requests", printed)
+    assert serving and per_request, printed
+    low, low_nodes, high, high_nodes = serving.groups()
+    sentence = (
+        f"about ${low}/month at {low_nodes} nodes, ${high} at {high_nodes}, "
+        f"${float(per_request.group(1)):.3f} per 1,000 requests at the defaults"
+    )
+    assert sentence in " ".join(page("docs/guides/serve-a-model.md").split())
+
+
+def test_the_readmes_links_point_at_files():
+    """GitHub shows the README: its relative links must name files of the repository."""
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page("README.md")):
+        if "://" not in target:
+            assert (ROOT / target).is_file(), target
+
+
 # --- user data sizes -----------------------------------------------------------------------
 
 
