@@ -442,7 +442,7 @@ class StackSpec(StrictModel):
         None,
         description="stop the dev box or scale the group to 0 after minutes under belowPercent "
         "GPU utilization (unset: dev box 30 min, cluster 60 min, under 5 %; off on prepaid "
-        "capacity)",
+        "capacity; an inference stack takes only {enabled: false})",
     )
     schedule: ScheduleSpec | None = Field(
         None, description="working hours: the nodes start at start and stop at stop on days"
