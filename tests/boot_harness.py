@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ SYSTEMD_SOURCE = (Path(__file__).parent / "fake_systemd.py").read_text()
 DOCKER_SOURCE = (Path(__file__).parent / "fake_docker.py").read_text()
 TIME_SCALE = 30  # node seconds per harness second (sleep, RestartSec=, timers)
 JOB_USER = "ubuntu"  # the Deep Learning AMI's user (components/user_data.JOB_USER)
+# How long a test waits for something a node does before calling the node hung: far above
+# any run on a busy machine. A guard against a hang, never a measure (timing lives in bench/).
+HANG_GUARD = 600.0
 NODES: list[BootNode] = []  # every node of the running test (conftest powers them off)
 # What the harness adds to systemd's clean environment: where this machine's fakes are (on a
 # real node every one of these is the default: IMDS at 169.254.169.254, AWS by region, /)
@@ -63,6 +67,8 @@ PLUMBING = (
 SLEEP = r"""#!/bin/bash
 # sleep on the node: its time runs HARNESS_TIME_SCALE times faster than the harness's
 k="${HARNESS_TIME_SCALE:-1}"
+# what the node asked for, in node seconds: tests read waits here, never off a clock
+[ -n "${HARNESS:-}" ] && echo "${1%s}" >> "$HARNESS/sleeps"
 exec /bin/sleep "$(awk -v s="${1%s}" -v k="$k" 'BEGIN {printf "%.3f", s / k}')"
 """
 REAL_CURL = shutil.which("curl") or "/usr/bin/curl"
@@ -403,14 +409,14 @@ class BootNode:
         unit = unit if "." in unit else unit + ".service"
         return self.systemd().get("units", {}).get(unit, {}).get("state", "inactive")
 
-    def wait_unit(self, unit: str, *states: str, timeout: float = 60) -> str:
+    def wait_unit(self, unit: str, *states: str) -> str:
         """Wait until ``unit`` is in one of ``states`` (default: it has stopped)."""
         wanted = states or ("inactive", "failed")
-        deadline = time.monotonic() + timeout
-        while (now := self.unit_state(unit)) not in wanted:
-            assert time.monotonic() < deadline, f"{unit} is {now}, not {wanted}: {self.journal()}"
-            time.sleep(0.05)
-        return now
+        eventually(
+            lambda: self.unit_state(unit) in wanted,
+            lambda: f"{unit} is {self.unit_state(unit)}, not {wanted}: {self.journal()}",
+        )
+        return self.unit_state(unit)
 
     def journal(self) -> str:
         path = self.harness / "journal"
@@ -674,3 +680,12 @@ def user_group(user: str) -> str:
 
 def environ_of(env: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **env}
+
+
+def eventually(holds: Callable[[], object], what: str | Callable[[], str]) -> None:
+    """Wait until ``holds()``; fail (saying ``what``) only when the node looks hung."""
+    deadline = time.monotonic() + HANG_GUARD
+    while not holds():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"hung ({HANG_GUARD:.0f} s): {what() if callable(what) else what}")
+        time.sleep(0.05)

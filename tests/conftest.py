@@ -137,7 +137,11 @@ def moto_server():
             time.sleep(0.1)
     yield url
     server.terminate()
-    server.wait(timeout=10)
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # werkzeug still serving a kept-alive connection
+        server.kill()
+        server.wait()
 
 
 def gpuc_at(endpoint: str, *args: str):

@@ -122,7 +122,7 @@ def fetches(node: BootNode) -> int:
 def restart(node: BootNode) -> None:
     """The job's unit again (a reboot, a torchrun failure): what the node keeps is reused."""
     node.systemctl("start", "gpu-cluster-job@pretrain.service")
-    node.wait_unit("gpu-cluster-job@pretrain", "inactive", "failed", timeout=60)
+    node.wait_unit("gpu-cluster-job@pretrain", "inactive", "failed")
 
 
 def test_the_job_runs_in_its_code_fetched_once_and_checked(make_node, tmp_path):

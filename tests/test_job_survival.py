@@ -26,7 +26,7 @@ from pathlib import Path
 import boto3
 import pytest
 from boot_fakes import FakeImds
-from boot_harness import G5, JOB_USER, BootNode, put_boot_bundle_in, user_group
+from boot_harness import G5, JOB_USER, BootNode, eventually, put_boot_bundle_in, user_group
 from conftest import stack_names
 from test_boot_harness import TRAIN
 
@@ -214,11 +214,8 @@ def events(sim: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_for(predicate, seconds: float = 120, what: str = "") -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, f"the job did not get there: {what}"
-        time.sleep(0.1)
+def wait_for(predicate, what: str) -> None:
+    eventually(predicate, f"the job did not get there: {what}")
 
 
 def step_now(sim: Path) -> int:
@@ -308,14 +305,14 @@ def test_the_job_survives_losing_the_rendezvous_host_and_any_other_node_and_neve
     # 4. the job finishes: done on every node left, recorded there
     (sim / "finish").write_text("")
     for node in (second, replacement["InstanceId"]):
-        cluster.nodes[node].wait_unit("gpu-cluster-job@pretrain", timeout=120)
+        cluster.nodes[node].wait_unit("gpu-cluster-job@pretrain")
         assert report(cluster.ssm, node)["state"] == "done"
         assert report(cluster.ssm, node)["run"] == spec.run
     starts = len([e for e in events(sim) if e["event"] == "start"])
     # 5. a reboot of a node that ran it, and a new node for the lost one: neither runs it again
     rebooted = cluster.nodes[replacement["InstanceId"]]
     rebooted.reboot()
-    rebooted.wait_unit("gpu-cluster-jobs", "active", "failed", timeout=120)
+    rebooted.wait_unit("gpu-cluster-jobs", "active", "failed")
     assert "has finished (done)" in rebooted.journal()
     (late,) = [i for i in running(cluster.ec2) if i["InstanceId"] not in cluster.nodes]
     newcomer = cluster.node(late)
@@ -384,7 +381,7 @@ def test_a_schedule_stop_during_a_job_checkpoints_first_and_the_job_resumes_at_t
     # checkpoint when the nodes stopped is what the job resumes from
     at_stop, newest = step_now(sim), json.loads(checkpoint.read_text())["step"]
     assert newest >= saved
-    wait_for(lambda: len(started_after(sim, moment, 2)) == 2, seconds=180, what="resumed")
+    wait_for(lambda: len(started_after(sim, moment, 2)) == 2, what="resumed")
     resumed = min(e["step"] for e in started_after(sim, moment, 2))
     assert resumed == newest + 1
     assert all(report(cluster.ssm, i)["state"] == "running" for i in cluster.nodes)

@@ -337,6 +337,7 @@ def test_every_variable_a_training_node_sets_is_refused_to_env():
 
 from dataclasses import replace  # noqa: E402
 
+from boot_harness import eventually  # noqa: E402
 from test_boot_harness import ONE_NODE, TRAIN  # noqa: E402
 from test_boot_harness import make_node as make_node  # noqa: E402 (the fixture)
 
@@ -394,7 +395,7 @@ def booted(node, wait: bool = True) -> None:
         done = node.step(step, *args)
         assert done.returncode == 0, (step, done.stderr)
     if wait:
-        node.wait_unit("gpu-cluster-job@pretrain", "inactive", "failed", timeout=60)
+        node.wait_unit("gpu-cluster-job@pretrain", "inactive", "failed")
 
 
 def test_a_booting_healthy_node_starts_the_stacks_active_jobs(make_node):
@@ -770,10 +771,7 @@ def test_stopping_the_unit_stops_torchrun_and_reports_stopped(make_node):
         "while true; do sleep 0.1; done\n"
     )
     booted(node, wait=False)
-    deadline = time.monotonic() + 30
-    while not (node.harness / "torchrun-started").exists():
-        assert time.monotonic() < deadline, node.journal()
-        time.sleep(0.05)
+    eventually(lambda: (node.harness / "torchrun-started").exists(), node.journal)
     assert node.step("gpu-cluster-jobs", "stop", "pretrain").returncode == 0
     assert node.unit_state("gpu-cluster-job@pretrain") == "inactive"  # not "failed"
     assert (node.harness / "torchrun-stopped").exists()

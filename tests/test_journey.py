@@ -283,7 +283,7 @@ def test_a_users_whole_path(moto_server, tmp_path):
         result = json.loads(started.stdout)
         digest = result["spec"]["workdir"]["sha256"]
         deliver(cluster, result["commandId"])
-        wait_for(lambda: len(starts(sim, world=2)) == 2, seconds=180, what="2 nodes training")
+        wait_for(lambda: len(starts(sim, world=2)) == 2, what="2 nodes training")
         first = starts(sim, world=2)
         assert {e["lib"] for e in first} == {"1.0"} and {e["data"] for e in first} == {1024}
         assert all(e["cwd"].endswith(f"/home/{JOB_USER}/gpuc-jobs/pretrain") for e in first)
@@ -305,7 +305,7 @@ def test_a_users_whole_path(moto_server, tmp_path):
                 return None
             return json.loads(body)
 
-        wait_for(lambda: (saved() or {}).get("step", -1) >= 25, seconds=120, what="checkpoint")
+        wait_for(lambda: (saved() or {}).get("step", -1) >= 25, what="checkpoint")
         # 5. a spot node is reclaimed: the two-minute notice's checkpoint, then it is gone and
         # the group launches a replacement
         spot = instances[1]["InstanceId"]
@@ -320,7 +320,7 @@ def test_a_users_whole_path(moto_server, tmp_path):
         fresh = cluster.node(replacement)
         assert fresh.step("gpu-cluster-jobs", "boot").returncode == 0
         # 6. the job resumed with the new node, from the checkpoint, with the same code
-        wait_for(lambda: len(starts(sim, moment, world=2)) == 2, seconds=180, what="resumed")
+        wait_for(lambda: len(starts(sim, moment, world=2)) == 2, what="resumed")
         resumed = starts(sim, moment, world=2)
         assert min(e["step"] for e in resumed) >= at_notice + 1
         home = fresh.file(f"/home/{JOB_USER}/gpuc-jobs/pretrain.sha256")
@@ -341,7 +341,7 @@ def test_a_users_whole_path(moto_server, tmp_path):
         # the job finishes
         (sim / "finish").write_text("")
         for instance_id in (instances[0]["InstanceId"], replacement["InstanceId"]):
-            cluster.nodes[instance_id].wait_unit("gpu-cluster-job@pretrain", timeout=120)
+            cluster.nodes[instance_id].wait_unit("gpu-cluster-job@pretrain")
             report = json.loads(
                 cluster.ssm.get_parameter(
                     Name=f"{job_parameter(TRAIN_IDS, 'pretrain')}/nodes/{instance_id}"
