@@ -82,6 +82,30 @@ def test_each_output_block_is_what_gpuc_prints(path, command, block, capsys):
     )
 
 
+ERROR = re.compile(r"<!-- error: (gpuc [^\n]*?) -->\n```[a-z]*\n(.*?)```", re.S)
+
+
+def error_blocks() -> list[tuple[str, str, str]]:
+    found = []
+    for path in sorted(DOCS.rglob("*.md")):
+        for command, block in ERROR.findall(path.read_text()):
+            found.append((str(path.relative_to(ROOT)), command, block))
+    return found
+
+
+def test_the_configuration_page_shows_real_errors():
+    assert [p for p, _, _ in error_blocks()].count("docs/concepts/configuration.md") >= 2
+
+
+@pytest.mark.parametrize(("path", "command", "block"), error_blocks(), ids=lambda v: "")
+def test_each_error_block_is_what_gpuc_prints(path, command, block, capsys):
+    """An input error: exit 3, the block is stderr's, whole."""
+    capsys.readouterr()
+    assert cli.main(shlex.split(command)[1:]) == 3, command
+    printed = normalized(capsys.readouterr().err)
+    assert normalized(block) == printed, f"{path}: <!-- error: {command} --> prints:\n{printed}"
+
+
 def test_the_quick_start_shows_the_plans_totals():
     """Steps and cost: the two lines a reader compares with their own plan first."""
     text = page("docs/getting-started.md")
