@@ -16,6 +16,7 @@ import json
 import re
 import shlex
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,6 +105,23 @@ def test_each_error_block_is_what_gpuc_prints(path, command, block, capsys):
     assert cli.main(shlex.split(command)[1:]) == 3, command
     printed = normalized(capsys.readouterr().err)
     assert normalized(block) == printed, f"{path}: <!-- error: {command} --> prints:\n{printed}"
+
+
+PROGRAM = re.compile(
+    r"<!-- program -->\n *```python\n(.*?) *```.*?<!-- program error -->\n *```\n(.*?) *```", re.S
+)
+
+
+def test_the_own_program_error_is_what_the_program_raises(tmp_path):
+    """The program on "Use it from your own program" and the error it stops with, whole."""
+    from test_public_api import plan_program
+
+    (found,) = PROGRAM.findall(page("docs/guides/own-program.md"))
+    program, error = (textwrap.dedent(part) for part in found)
+    plan = plan_program(tmp_path, program)
+    assert plan.error is not None
+    assert normalized(error) == normalized(str(plan.error))
+    assert [r.type for r in plan.resources] == ["pulumi:pulumi:Stack"]
 
 
 def test_the_quick_start_shows_the_plans_totals():
