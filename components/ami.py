@@ -5,6 +5,7 @@ AMI until the user names another one: no lookup follows a moving "latest" unless
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -39,9 +40,13 @@ def root_snapshot_gib(mappings: list, root_device: str) -> int:
     return 0
 
 
-def _field(item: object, name: str) -> object:
+def _field(item: object, name: str) -> Any:
     """Invoke results arrive as typed objects under the engine, as dicts in some SDK paths."""
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _image_id_filter(image_id: str) -> list[aws.ec2.GetAmiFilterArgsDict]:
+    return [{"name": "image-id", "values": [image_id]}]
 
 
 def resolve_ami(choice: AmiChoice, invoke: pulumi.InvokeOptions) -> ResolvedAmi:
@@ -54,7 +59,7 @@ def resolve_ami(choice: AmiChoice, invoke: pulumi.InvokeOptions) -> ResolvedAmi:
             ).value
         )
         image = aws.ec2.get_ami_output(
-            filters=[{"name": "image-id", "values": [image_id]}],
+            filters=image_id.apply(_image_id_filter),
             include_deprecated=True,
             opts=invoke,
         )

@@ -9,7 +9,6 @@ trail, whose ARN is known before it exists."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -29,7 +28,7 @@ def trail_arn(partition: str, region: str, account_id: str, name: str) -> str:
     return f"arn:{partition}:cloudtrail:{region}:{account_id}:trail/{name}"
 
 
-def event_selectors(bucket_arn: str) -> list[dict[str, Any]]:
+def event_selectors(bucket_arn: str) -> list[aws.cloudtrail.TrailAdvancedEventSelectorArgsDict]:
     """Management events (read and write), and S3 object events of the data bucket only."""
     return [
         {

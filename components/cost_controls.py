@@ -30,9 +30,12 @@ import json
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_cluster.components.naming import STACK_ID_TAG
+
+if TYPE_CHECKING:
+    import pulumi_aws as aws
 
 METRIC_NAMESPACE = "gpu-cluster"
 GPU_METRIC = "nvidia_smi_utilization_gpu"  # the CloudWatch agent's (dashboards, serving)
@@ -366,6 +369,6 @@ def at_expression(moment: datetime) -> str:
     return f"at({moment:%Y-%m-%dT%H:%M:%S})"
 
 
-def budget_filter(stack_id: str) -> list[dict[str, Any]]:
+def budget_filter(stack_id: str) -> list[aws.budgets.BudgetCostFilterArgsDict]:
     """This stack's costs: its stack-id tag (the stack name alone is shared across regions)."""
     return [{"name": "TagKeyValue", "values": [f"user:{STACK_ID_TAG}${stack_id}"]}]

@@ -112,7 +112,9 @@ class DataStore(pulumi.ComponentResource):
             child_name(name, "access-logs-policy"),
             bucket=logs.id,
             policy=pulumi.Output.all(logs.arn, self.bucket.arn, args.account_id, trail_arn).apply(
-                lambda parts: json.dumps(access_log_bucket_policy(*parts, TRAIL_PREFIX))
+                lambda parts: json.dumps(
+                    access_log_bucket_policy(*parts, trail_prefix=TRAIL_PREFIX)
+                )
             ),
             opts=keep,
         )
@@ -167,27 +169,28 @@ def log_bucket(
         versioning_configuration={"status": "Enabled"},
         opts=keep,
     )
+    rules: list[aws.s3.BucketLifecycleConfigurationRuleArgsDict] = [
+        {
+            "id": rule,
+            "status": "Enabled",
+            "filter": {"prefix": prefix},
+            "expiration": {"days": LOG_RETENTION_DAYS},
+            "noncurrent_version_expiration": {"noncurrent_days": 30},
+        }
+        for rule, prefix in expiring_prefixes.items()
+    ]
+    rules.append(
+        {  # parts of an upload that never completed bill until they are deleted
+            "id": "abort-incomplete-uploads",
+            "status": "Enabled",
+            "filter": {},
+            "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
+        }
+    )
     aws.s3.BucketLifecycleConfiguration(
         child_name(name, f"{role}-lifecycle"),
         bucket=bucket.id,
-        rules=[
-            {
-                "id": rule,
-                "status": "Enabled",
-                "filter": {"prefix": prefix},
-                "expiration": {"days": LOG_RETENTION_DAYS},
-                "noncurrent_version_expiration": {"noncurrent_days": 30},
-            }
-            for rule, prefix in expiring_prefixes.items()
-        ]
-        + [
-            {  # parts of an upload that never completed bill until they are deleted
-                "id": "abort-incomplete-uploads",
-                "status": "Enabled",
-                "filter": {},
-                "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
-            }
-        ],
+        rules=rules,
         opts=keep,
     )
     return bucket

@@ -34,7 +34,13 @@ from gpu_cluster.components.launch_template import (
 )
 from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import tls_only_bucket_policy
-from gpu_cluster.components.purchase import OnDemand, Purchase, Spot, mixed_instances_policy
+from gpu_cluster.components.purchase import (
+    OnDemand,
+    Purchase,
+    Spot,
+    TemplateVersion,
+    mixed_instances_policy,
+)
 from gpu_cluster.components.serving_config import ServingConfig
 
 LIFECYCLE_HOOK = "model-loaded"
@@ -135,7 +141,7 @@ def group_arn_pattern(partition: str, region: str, account_id: str, group: str) 
 
 def scaling_configuration(
     serving: ServingConfig, resource_label: pulumi.Input[str] | None, group_name: pulumi.Input[str]
-) -> dict[str, Any]:
+) -> aws.autoscaling.PolicyTargetTrackingConfigurationArgsDict:
     if serving.scaling_metric == "requestCount":
         return {
             "predefined_metric_specification": {
@@ -339,7 +345,8 @@ class InferenceService(pulumi.ComponentResource):
             zone_id=s.hosted_zone_id,
             name=option.apply(lambda o: o.resource_record_name),
             type=option.apply(lambda o: o.resource_record_type),
-            records=[option.apply(lambda o: o.resource_record_value)],
+            # pulumi-aws types the computed option's value Optional; ACM always sets it
+            records=[option.apply(lambda o: o.resource_record_value)],  # pyright: ignore[reportArgumentType]
             ttl=300,
             allow_overwrite=True,
             opts=child,
@@ -374,7 +381,10 @@ class InferenceService(pulumi.ComponentResource):
             tags=a.tags,
             opts=child,
         )
-        version = {"id": template.id, "version": template.latest_version.apply(str)}
+        version: TemplateVersion = {
+            "id": template.id,
+            "version": template.latest_version.apply(str),
+        }
         spot = isinstance(a.purchase, Spot)
         launch = aws.iam.RolePolicy(
             child_name(name, "node-launch"),
@@ -397,7 +407,9 @@ class InferenceService(pulumi.ComponentResource):
             health_check_type="ELB",
             health_check_grace_period=s.warmup_seconds,
             default_instance_warmup=s.warmup_seconds,
-            launch_template=None if spot else version,
+            launch_template=(
+                None if spot else {"id": version["id"], "version": version["version"]}
+            ),
             mixed_instances_policy=(
                 mixed_instances_policy(a.purchase, a.facts.instance_type, version, s.max_nodes)
                 if isinstance(a.purchase, Spot)

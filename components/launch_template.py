@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pulumi
 
 from gpu_cluster.components.nic_layout import NicSlot
 from gpu_cluster.components.user_data import user_data_payload
+
+if TYPE_CHECKING:
+    import pulumi_aws as aws
 
 # IMDS answers the node itself (and host-network containers, the usual NCCL/EFA set-up); one
 # more hop only when the user says containers run on a bridge network.
@@ -30,13 +33,13 @@ def network_interface_specs(
     subnet_id: pulumi.Input[str] | None,
     security_group_ids: list[pulumi.Input[str]],
     public_ip: bool,
-) -> list[dict]:
+) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgsDict]:
     """Launch-template network interfaces for a NIC layout. ``subnet_id`` None: an Auto Scaling
     group launches every interface into its own subnets (EKS documents that a template subnet
     makes group launches fail), so the group's template names none."""
-    specs = []
+    specs: list[aws.ec2.LaunchTemplateNetworkInterfaceArgsDict] = []
     for slot in slots:
-        spec = {
+        spec: aws.ec2.LaunchTemplateNetworkInterfaceArgsDict = {
             "network_card_index": slot.network_card_index,
             "device_index": slot.device_index,
             "security_groups": security_group_ids,
@@ -59,7 +62,9 @@ def nic_signature(slots: tuple[NicSlot, ...]) -> str:
     return ",".join(f"{s.network_card_index}.{s.device_index}:{s.interface_type}" for s in slots)
 
 
-def metadata_options(container_network: str = "host") -> dict[str, Any]:
+def metadata_options(
+    container_network: str = "host",
+) -> aws.ec2.LaunchTemplateMetadataOptionsArgsDict:
     return {
         "http_endpoint": "enabled",
         "http_tokens": "required",
@@ -90,7 +95,7 @@ def root_block_device(
     volume: RootVolume,
     kms_key_arn: pulumi.Input[str],
     ami_minimum_gib: pulumi.Input[int] = 0,
-) -> dict[str, Any]:
+) -> aws.ec2.LaunchTemplateBlockDeviceMappingArgsDict:
     return {
         "device_name": device_name,
         "ebs": {
@@ -112,7 +117,9 @@ def encoded_user_data(script: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.from_input(script).apply(user_data_payload)
 
 
-def tag_specifications(tags: dict[str, str]) -> list[dict[str, Any]]:
+def tag_specifications(
+    tags: dict[str, str],
+) -> list[aws.ec2.LaunchTemplateTagSpecificationArgsDict]:
     """Tags for what a launch creates: the instance, its volumes and its interfaces."""
     return [
         {"resource_type": kind, "tags": tags}

@@ -48,9 +48,11 @@ class ClusterLustreArgs:
     tags: dict[str, str] = field(default_factory=dict)
 
 
-def repository_policies(exported: bool) -> dict:
+def repository_policies(exported: bool) -> aws.fsx.DataRepositoryAssociationS3ArgsDict:
     """Automatic import always; automatic export only for the folders nodes may write."""
-    policies: dict = {"auto_import_policy": {"events": AUTO_IMPORT_EVENTS}}
+    policies: aws.fsx.DataRepositoryAssociationS3ArgsDict = {
+        "auto_import_policy": {"events": AUTO_IMPORT_EVENTS}
+    }
     if exported:
         policies["auto_export_policy"] = {"events": AUTO_EXPORT_EVENTS}
     return policies

@@ -176,11 +176,11 @@ class ClusterNetwork(pulumi.ComponentResource):
     def _routing(self, name: str, args: ClusterNetworkArgs, child: pulumi.ResourceOptions) -> None:
         tags = args.tags
         igw = aws.ec2.InternetGateway(
-            child_name(name, "igw"), vpc_id=self.vpc.id, tags=tags, opts=child
+            child_name(name, "igw"), vpc_id=self.vpc_id, tags=tags, opts=child
         )
         public_routes = aws.ec2.RouteTable(
             child_name(name, "public-rt"),
-            vpc_id=self.vpc.id,
+            vpc_id=self.vpc_id,
             routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
             tags=tags,
             opts=child,
@@ -209,7 +209,7 @@ class ClusterNetwork(pulumi.ComponentResource):
             self.boot_dependencies.append(nat)
         self.private_route_table = aws.ec2.RouteTable(
             child_name(name, "private-rt"),
-            vpc_id=self.vpc.id,
+            vpc_id=self.vpc_id,
             routes=private_route_list,
             tags=tags,
             opts=child,
@@ -232,7 +232,7 @@ class ClusterNetwork(pulumi.ComponentResource):
             ):
                 subnet = aws.ec2.Subnet(
                     child_name(name, f"{role}-{suffix}"),
-                    vpc_id=self.vpc.id,
+                    vpc_id=self.vpc_id,
                     cidr_block=str(cidr),
                     availability_zone=zone,
                     map_public_ip_on_launch=False,
@@ -295,7 +295,7 @@ class ClusterNetwork(pulumi.ComponentResource):
     ) -> None:
         s3 = aws.ec2.VpcEndpoint(
             child_name(name, "s3-endpoint"),
-            vpc_id=self.vpc.id,
+            vpc_id=self.vpc_id,
             service_name=f"com.amazonaws.{args.region}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=self.route_table_ids,
@@ -389,7 +389,7 @@ class ClusterNetwork(pulumi.ComponentResource):
         )
         aws.ec2.FlowLog(
             child_name(name, "flow-log"),
-            vpc_id=self.vpc.id,
+            vpc_id=self.vpc_id,
             traffic_type="ALL",
             log_destination_type="cloud-watch-logs",
             log_destination=log_group.arn,

@@ -51,6 +51,7 @@ from gpu_cluster.components.purchase import (
     OnDemand,
     Purchase,
     Spot,
+    TemplateVersion,
     group_reservation_target,
     is_single_instance,
     mixed_instances_policy,
@@ -66,7 +67,10 @@ __all__ = ["GpuNodeGroup", "GpuNodeGroupArgs", "RootVolume"]
 CLUSTER_STRATEGY = "cluster"
 # Terminate first, then launch: never more nodes than asked for (vCPU quota, placement-group
 # and reservation capacity), and all of them may be replaced together on request.
-MAINTENANCE_POLICY = {"min_healthy_percentage": 0, "max_healthy_percentage": 100}
+MAINTENANCE_POLICY: aws.autoscaling.GroupInstanceMaintenancePolicyArgsDict = {
+    "min_healthy_percentage": 0,
+    "max_healthy_percentage": 100,
+}
 DEFAULT_VERSION = "$Default"
 DEV_BOX_IGNORED = "launchTemplate.version"
 HEALTH_CHECK_GRACE_SECONDS = 900  # GPU nodes boot, build RAID0 and wait for peers
@@ -229,7 +233,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         # The group names the exact version: a new version updates the group in place (no
         # instance refresh is configured), so only nodes launched afterwards use it, and
         # `pulumi preview` shows the change; AWS asks for a pinned version with Capacity Blocks.
-        template = {
+        template: TemplateVersion = {
             "id": self.launch_template.id,
             "version": self.launch_template.latest_version.apply(str),
         }
@@ -310,7 +314,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self,
         name: str,
         args: GpuNodeGroupArgs,
-        template: dict,
+        template: TemplateVersion,
         opts: pulumi.ResourceOptions,
     ) -> aws.autoscaling.Group:
         purchase = args.purchase
@@ -323,7 +327,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
             desired_capacity=args.node_count,
             vpc_zone_identifiers=[args.subnet_id],
             placement_group=self.placement_group.name if self.placement_group else None,
-            launch_template=None if spot else template,
+            launch_template=(
+                None if spot else {"id": template["id"], "version": template["version"]}
+            ),
             mixed_instances_policy=(
                 mixed_instances_policy(
                     purchase, args.facts.instance_type, template, args.node_count
@@ -363,7 +369,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self,
         name: str,
         args: GpuNodeGroupArgs,
-        template: dict,
+        template: TemplateVersion,
         opts: pulumi.ResourceOptions,
     ) -> aws.ec2.Instance:
         # "$Default" keeps a running box through template changes, and a replacement launches

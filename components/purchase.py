@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pulumi
+
+if TYPE_CHECKING:
+    import pulumi_aws as aws
 
 SPOT_ALLOCATION = "price-capacity-optimized"
 RESERVATION_PREFERENCE = "capacity-reservations-only"
@@ -64,6 +67,13 @@ class CapacityBlock:
 Purchase = OnDemand | Spot | CapacityReservation | CapacityBlock
 
 
+class TemplateVersion(TypedDict):
+    """A launch template and the exact version of it a group launches."""
+
+    id: pulumi.Input[str]
+    version: pulumi.Input[str]
+
+
 def uses_placement_group(purchase: Purchase, node_count: int, efa: bool) -> bool:
     """Multi-node or EFA traffic wants a cluster placement group, except in a Capacity Block,
     which AWS has already placed together (a placement group cannot be combined with it)."""
@@ -106,10 +116,10 @@ def instance_types(primary: str, purchase: Purchase) -> list[str]:
 
 
 def mixed_instances_policy(
-    purchase: Spot, primary: str, template: dict[str, Any], node_count: int
-) -> dict[str, Any]:
+    purchase: Spot, primary: str, template: TemplateVersion, node_count: int
+) -> aws.autoscaling.GroupMixedInstancesPolicyArgsDict:
     """Spot above an optional on-demand base, across the primary and fallback types."""
-    distribution: dict[str, Any] = {
+    distribution: aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgsDict = {
         "on_demand_base_capacity": min(purchase.on_demand_base, node_count),
         "on_demand_percentage_above_base_capacity": 0,
         "on_demand_allocation_strategy": "prioritized",
@@ -131,14 +141,16 @@ def mixed_instances_policy(
 
 def group_reservation_target(
     purchase: Purchase, created_reservation_id: pulumi.Input[str] | None = None
-) -> dict[str, Any] | None:
+) -> aws.autoscaling.GroupCapacityReservationSpecificationArgsDict | None:
     """The Auto Scaling group's capacity reservation specification (reservations only)."""
     if not isinstance(purchase, CapacityReservation):
         return None
+    target: aws.autoscaling.GroupCapacityReservationSpecificationCapacityReservationTargetArgsDict
     if purchase.resource_group_arn:
         target = {"capacity_reservation_resource_group_arns": [purchase.resource_group_arn]}
     else:
         reservation = created_reservation_id or purchase.reservation_id
+        assert reservation is not None  # validation: an id, a resource group or `create`
         target = {"capacity_reservation_ids": [reservation]}
     return {
         "capacity_reservation_preference": RESERVATION_PREFERENCE,
@@ -146,7 +158,9 @@ def group_reservation_target(
     }
 
 
-def template_market_options(purchase: Purchase) -> dict[str, Any] | None:
+def template_market_options(
+    purchase: Purchase,
+) -> aws.ec2.LaunchTemplateInstanceMarketOptionsArgsDict | None:
     """Launch-template market options: only a Capacity Block sets them (spot is requested by
     the group's mixed instances policy, which refuses templates that request spot)."""
     if isinstance(purchase, CapacityBlock):
@@ -154,7 +168,9 @@ def template_market_options(purchase: Purchase) -> dict[str, Any] | None:
     return None
 
 
-def template_reservation(purchase: Purchase) -> dict[str, Any] | None:
+def template_reservation(
+    purchase: Purchase,
+) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgsDict | None:
     """Launch-template capacity reservation target: the Capacity Block's reservation id."""
     if isinstance(purchase, CapacityBlock):
         return {"capacity_reservation_target": {"capacity_reservation_id": purchase.reservation_id}}

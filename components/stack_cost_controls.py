@@ -109,7 +109,7 @@ class StackCostControls(pulumi.ComponentResource):
             child_name(name, "alerts-policy"),
             arn=topic.arn,
             policy=pulumi.Output.all(topic.arn, a.account_id, a.partition).apply(
-                lambda v: json.dumps(alerts_topic_policy(*v, a.region))
+                lambda v: json.dumps(alerts_topic_policy(*v, region=a.region))
             ),
             opts=self.child,
         )
@@ -302,7 +302,7 @@ class StackCostControls(pulumi.ComponentResource):
         a = self.args
         assert self.topic is not None
         topic = [self.topic.arn]
-        notifications = [
+        notifications: list[aws.budgets.BudgetNotificationArgsDict] = [
             {
                 "comparison_operator": "GREATER_THAN",
                 "threshold": threshold,
