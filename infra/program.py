@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
@@ -25,7 +26,6 @@ from gpu_cluster.components.purchase import (
     Spot,
 )
 from gpu_cluster.components.quotas import quotas_needed
-from gpu_cluster.components.serving_stack import ServingStack, ServingStackArgs
 from gpu_cluster.components.user_data import DATA_MOUNT, LUSTRE_MOUNT, SCRATCH_MOUNT
 from gpu_cluster.infra.config import current_config, load_spec
 from gpu_cluster.infra.cost.model import (
@@ -46,6 +46,9 @@ from gpu_cluster.infra.spec import DEFAULT_DATA_STACK, PROJECT
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData, stack_identity
 from gpu_cluster.infra.validation.network_facts import NetworkFacts
 from gpu_cluster.infra.validation.purchase import check_live_reservation
+
+if TYPE_CHECKING:  # imported where an inference stack is deployed: a cluster plan never loads it
+    from gpu_cluster.components.serving_stack import ServingStack, ServingStackArgs
 
 
 def identity_of(spec: ResolvedCluster | ResolvedData) -> StackIdentity:
@@ -122,6 +125,8 @@ def smoke_test_command(url: str, kind: str, readiness: str) -> str:
 
 
 def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
+    from gpu_cluster.components.serving_stack import ServingStackArgs
+
     assert spec.inference is not None
     return ServingStackArgs(
         facts=spec.facts,
@@ -142,6 +147,8 @@ def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
 
 
 def deploy_inference(spec: ResolvedCluster) -> ServingStack:
+    from gpu_cluster.components.serving_stack import ServingStack
+
     serving = spec.inference
     assert serving is not None
     stack = ServingStack(spec.name, serving_args(spec))
