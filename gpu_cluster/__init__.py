@@ -9,6 +9,20 @@ gpu_cluster/, so nothing else is top-level in a user's environment."""
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what editors and type checkers see; at run time, __getattr__ below
+    from gpu_cluster.infra.api import (
+        ArgumentError,
+        DataStore,
+        DataStoreArgs,
+        GpuCluster,
+        GpuClusterArgs,
+        GpuNodeGroup,
+        GpuNodeGroupArgs,
+        InferenceService,
+        InferenceServiceArgs,
+    )
 
 try:
     __version__ = version("gpu-cluster")
@@ -31,7 +45,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in __all__ and name != "__version__":
         from gpu_cluster.infra import api
 

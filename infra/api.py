@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
-from typing import Any, get_args
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Required, TypedDict, Unpack, get_args
 
 import pulumi
 from pydantic.alias_generators import to_camel
@@ -169,7 +169,9 @@ def _restore(value: Any, inputs: Mapping[str, pulumi.Output]) -> Any:
     return value
 
 
-def resolve(component: str, role: str, name: str, region: str | None, settings: Mapping[str, Any]):
+def resolve(
+    component: str, role: str, name: str, region: str | None, settings: Mapping[str, Any]
+) -> ResolvedCluster | ResolvedData:
     """The resolved spec, with each stand-in replaced by its input again; ArgumentError when
     anything is wrong (the network and a reservation are checked as the program checks them)."""
     require_supported_pulumi()  # as infra/__main__.py: an SDK or CLI too old is a message
@@ -226,9 +228,187 @@ def resolve(component: str, role: str, name: str, region: str | None, settings: 
                 }
             ),
         )
-    for warning in spec.warnings if hasattr(spec, "warnings") else ():
+    for warning in spec.warnings if isinstance(spec, ResolvedCluster) else ():
         pulumi.log.warn(f"{component}('{name}'): {warning}")
     return spec
+
+
+# The keyword arguments of the Args below, typed for editors and type checkers: the stack
+# file's keys (infra/spec.py) in snake_case, every one optional as in a stack file. An Output
+# may stand only for the ids and names in STAND_INS. They are checked at run time as a stack
+# file is, whatever the types say (tests/test_types.py keeps these keys the spec's).
+
+
+class RootVolumeSettings(TypedDict, total=False):
+    size_gib: int
+    iops: int
+    throughput: int
+
+
+class NetworkSettings(TypedDict, total=False):
+    vpc_cidr: str
+    private_subnet_cidr: str | None
+    public_subnet_cidr: str | None
+    avoid_cidrs: Sequence[str]
+    nat_gateway: bool
+    public_ip: bool
+    vpc_id: pulumi.Input[str] | None
+    subnet_ids: Sequence[pulumi.Input[str]]
+    load_balancer_subnet_ids: Sequence[pulumi.Input[str]]
+    security_group_ids: Sequence[pulumi.Input[str]]
+    create_endpoints: Sequence[str]
+
+
+class StorageSettings(TypedDict, total=False):
+    source: Literal["stack", "create", "existing"]
+    stack: str | None
+    bucket: pulumi.Input[str] | None
+    kms_key_arn: pulumi.Input[str] | None
+
+
+class FsxSettings(TypedDict, total=False):
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"]
+    storage_capacity_gib: int
+    throughput_per_tib: int
+
+
+class AmiSettings(TypedDict, total=False):
+    id: str | None
+    ssm_parameter: str | None
+    release: str | None
+    architecture: Literal["x86_64", "arm64"] | None
+
+
+class SpotSettings(TypedDict, total=False):
+    max_price: float | None
+    on_demand_base: int
+    fallback_types: Sequence[str]
+
+
+class CapacityReservationSettings(TypedDict, total=False):
+    id: str | None
+    resource_group_arn: str | None
+    create: bool
+    end_date: str | None
+
+
+class CapacityBlockSettings(TypedDict, total=False):
+    id: str | None
+
+
+class IdleStopSettings(TypedDict, total=False):
+    enabled: bool
+    minutes: int | None
+    below_percent: float | None
+
+
+class ScheduleSettings(TypedDict, total=False):
+    days: str
+    start: Required[str]
+    stop: Required[str]
+    timezone: str
+
+
+class BudgetSettings(TypedDict, total=False):
+    monthly_usd: Required[float]
+    stop_at_limit: bool
+    activate_cost_allocation_tag: bool
+
+
+class JobsSettings(TypedDict, total=False):
+    repositories: Sequence[str]
+
+
+class ModelServerSettings(TypedDict, total=False):
+    kind: Literal["triton", "vllm"]
+    image: str | None
+    port: int
+    readiness_path: str | None
+    args: Sequence[str]
+
+
+class BatchingSettings(TypedDict, total=False):
+    preferred_batch_sizes: Sequence[int]
+    max_queue_delay_microseconds: int
+
+
+class EndpointTlsSettings(TypedDict, total=False):
+    policy: str
+    certificate_arn: str | None
+    domain: str | None
+    hosted_zone_id: str | None
+
+
+class InferenceScalingSettings(TypedDict, total=False):
+    metric: Literal["requestCount", "gpuUtilization"]
+    target: float
+
+
+class InferenceSettings(TypedDict, total=False):
+    availability_zones: Sequence[str]
+    min_nodes: int
+    max_nodes: int
+    model_repository: str
+    server: ModelServerSettings
+    batching: BatchingSettings
+    tls: EndpointTlsSettings
+    scaling: InferenceScalingSettings
+    warmup_seconds: int
+    deletion_protection: bool
+
+
+PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
+
+
+class NodeGroupSettings(TypedDict, total=False):
+    """GpuNodeGroupArgs: the nodes' keys."""
+
+    availability_zone: str | None
+    instance_type: str | None
+    gpu: str | None
+    gpus_per_node: int | None
+    nodes: int
+    purchase_option: PurchaseOption
+    spot: SpotSettings | None
+    capacity_reservation: CapacityReservationSettings | None
+    capacity_block: CapacityBlockSettings | None
+    efa: bool | None
+    root_volume: RootVolumeSettings
+    ami: AmiSettings
+    tags: Mapping[str, str]
+
+
+class ClusterSettings(NodeGroupSettings, total=False):
+    """GpuClusterArgs: a cluster stack's keys (its name, role and secrets are arguments)."""
+
+    network: NetworkSettings
+    storage: StorageSettings
+    fsx: FsxSettings | None
+    container_network: Literal["host", "bridge"]
+    jobs: JobsSettings | None
+    idle_stop: IdleStopSettings | None
+    schedule: ScheduleSettings | None
+    expires_at: str | None
+    gang_timeout_minutes: int
+    budget: BudgetSettings | None
+    alert_emails: Sequence[str]
+
+
+class ServingSettings(ClusterSettings, total=False):
+    """InferenceServiceArgs: a serving stack's keys."""
+
+    inference: InferenceSettings
+
+
+class DataSettings(TypedDict, total=False):
+    """DataStoreArgs: the bucket's name (`bucket`), the data stack's account guards and tags."""
+
+    bucket: pulumi.Input[str]
+    storage: StorageSettings
+    audit_trail: bool
+    ebs_encryption_by_default: bool
+    snapshot_block_public_access: bool
+    tags: Mapping[str, str]
 
 
 class _Args:
@@ -236,7 +416,7 @@ class _Args:
 
     def __init__(self, region: str | None = None, **settings: Any) -> None:
         self.region = region
-        self.settings = settings
+        self.settings: dict[str, Any] = settings
 
 
 class GpuClusterArgs(_Args):
@@ -250,13 +430,14 @@ class GpuClusterArgs(_Args):
         self,
         region: str | None = None,
         secrets: Mapping[str, pulumi.Input[str]] | None = None,
-        **settings: Any,
+        **settings: Unpack[ClusterSettings],
     ) -> None:
-        self.secret_values = dict(secrets or {})
+        self.secret_values: dict[str, pulumi.Input[str]] = dict(secrets or {})
+        values: dict[str, Any] = dict(settings)
         if self.secret_values:
             # the config holds the values; only their names are checked (never shown)
-            settings["secrets"] = {name: {"secure": "input"} for name in self.secret_values}
-        super().__init__(region, **settings)
+            values["secrets"] = {name: {"secure": "input"} for name in self.secret_values}
+        super().__init__(region, **values)
 
 
 class GpuCluster(ClusterComponent):
@@ -303,6 +484,9 @@ class InferenceServiceArgs(_Args):
 
     role = "inference"
 
+    def __init__(self, region: str | None = None, **settings: Unpack[ServingSettings]) -> None:
+        super().__init__(region, **settings)
+
 
 class InferenceService(ServingStack):
     """Outputs: ``url``, ``service`` (its ``group``), ``network``, and ``spec``."""
@@ -323,11 +507,12 @@ class DataStoreArgs(_Args):
 
     role = "data"
 
-    def __init__(self, region: str | None = None, **settings: Any) -> None:
+    def __init__(self, region: str | None = None, **settings: Unpack[DataSettings]) -> None:
+        values: dict[str, Any] = dict(settings)
         # the stack file's storage (source create; the bucket's name, if given)
-        bucket = {"bucket": settings.pop("bucket")} if "bucket" in settings else {}
-        settings.setdefault("storage", {"source": "create", **bucket})
-        super().__init__(region, **settings)
+        bucket = {"bucket": values.pop("bucket")} if "bucket" in values else {}
+        values.setdefault("storage", {"source": "create", **bucket})
+        super().__init__(region, **values)
 
 
 class DataStore(DataVault):
@@ -357,17 +542,18 @@ class GpuNodeGroupArgs(_Args):
         kms_key_arn: pulumi.Input[str],
         user_data: pulumi.Input[str] = "",
         region: str | None = None,
-        **settings: Any,
+        **settings: Unpack[NodeGroupSettings],
     ) -> None:
-        self.inputs = {
+        self.inputs: dict[str, pulumi.Input[str]] = {
             "subnet_id": subnet_id,
             "security_group_id": security_group_id,
             "instance_profile_arn": instance_profile_arn,
             "kms_key_arn": kms_key_arn,
             "user_data": user_data,
         }
-        settings.setdefault("storage", {"source": "create"})  # a node group has no storage
-        super().__init__(region, **settings)
+        values: dict[str, Any] = dict(settings)
+        values.setdefault("storage", {"source": "create"})  # a node group has no storage
+        super().__init__(region, **values)
 
 
 class GpuNodeGroup(NodeGroupComponent):
@@ -403,7 +589,11 @@ class GpuNodeGroup(NodeGroupComponent):
                 root_volume=program.node_root_volume(spec),
                 identity=program.identity_of(spec),
                 tags=cluster_tags(program.identity_of(spec), spec.tags),
-                **args.inputs,
+                subnet_id=args.inputs["subnet_id"],
+                security_group_id=args.inputs["security_group_id"],
+                instance_profile_arn=args.inputs["instance_profile_arn"],
+                kms_key_arn=args.inputs["kms_key_arn"],
+                user_data=args.inputs["user_data"],
             ),
             opts,
         )

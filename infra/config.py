@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import pulumi
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
 from gpu_cluster.infra.examples import whole_number_example
@@ -16,6 +17,9 @@ from gpu_cluster.infra.namespaces import namespace_problems
 from gpu_cluster.infra.secrets_config import secret_names
 from gpu_cluster.infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
 from gpu_cluster.infra.suggest import closest, suggest
+
+if TYPE_CHECKING:
+    from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 
 REGION_KEY = "aws:region"
 NESTED_KEYS: dict[str, frozenset[str]] = {
@@ -143,7 +147,7 @@ def unknown_key_fix(loc: tuple[Any, ...], unknown: str, known: Any, value: Any) 
     return f"{hint}{remove} && pulumi config set{flag} {renamed} {text}"
 
 
-def _allowed(error: dict[str, Any]) -> str:
+def _allowed(error: ErrorDetails) -> str:
     kind, ctx = error["type"], error.get("ctx", {})
     if kind == "literal_error":
         return f"one of {ctx.get('expected')}"
@@ -173,7 +177,7 @@ def _allowed(error: dict[str, Any]) -> str:
     return error["msg"]
 
 
-def _example(error: dict[str, Any]) -> str:
+def _example(error: ErrorDetails) -> str:
     """A value that would pass, for the fix line."""
     kind, ctx = error["type"], error.get("ctx", {})
     if kind == "literal_error":
@@ -316,7 +320,7 @@ def local_stacks() -> list[str]:
         return []
 
 
-def load_spec(config: Mapping[str, str], stack: str):
+def load_spec(config: Mapping[str, str], stack: str) -> ResolvedCluster | ResolvedData:
     """Shape checks, then meaning checks; every problem is raised at once as a ConfigError."""
     from gpu_cluster.infra.validation import resolve
 
@@ -327,6 +331,7 @@ def load_spec(config: Mapping[str, str], stack: str):
         resolved, meaning = resolve(spec, stack, known_stacks=local_stacks())
         problems += [p for p in meaning if not _is_about(p, dropped)]
         if not problems:
+            assert resolved is not None  # resolve: a spec whenever there is no problem
             return resolved
     raise ConfigError(stack, problems, dict(config))
 

@@ -5,7 +5,7 @@ GiB), else the field's default, else its minimum."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel
@@ -49,9 +49,14 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 
 def bounds(info: Any) -> tuple[float | None, float | None]:
-    low = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
-    high = next((m.le for m in info.metadata if isinstance(m, Le)), None)
+    """The field's numeric ge/le bounds (the spec's bounds are all numbers)."""
+    low = next((m.ge for m in info.metadata if isinstance(m, Ge) and _numeric(m.ge)), None)
+    high = next((m.le for m in info.metadata if isinstance(m, Le) and _numeric(m.le)), None)
     return low, high
+
+
+def _numeric(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float)
 
 
 def whole_number_example(loc: tuple[Any, ...], received: Any) -> str:

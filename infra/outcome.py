@@ -74,13 +74,13 @@ def from_exception(error: Exception) -> CommandError:
 
 
 def report(error: CommandError, as_json: bool, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
+    stream = out or sys.stdout
     if as_json:
         document = {
             "error": {"code": error.code, "message": str(error), "problems": error.problems}
         }
-        json.dump(document, out, indent=2, default=str)
-        out.write("\n")
+        json.dump(document, stream, indent=2, default=str)
+        stream.write("\n")
     else:
         print(f"error: {error}", file=sys.stderr)
     return error.code

@@ -95,18 +95,20 @@ def _assign(container: Any, path: Path, value: Any, shown: str) -> Any:
             )
         if head == len(container):
             container.append(None)
-        child = container[head]
+        container[head] = _assigned(container[head], rest, value, shown)
     else:
         if not isinstance(container, dict):
             raise _usage(f"--set-path {shown}: .{head} names a field, but that value is not a map")
-        child = container.get(head)
-    if rest:
-        child = child if isinstance(child, dict | list) else _container(child, rest[0])
-        child = _assign(child, rest, value, shown)
-    else:
-        child = value
-    container[head] = child
+        container[head] = _assigned(container.get(head), rest, value, shown)
     return container
+
+
+def _assigned(child: Any, rest: Path, value: Any, shown: str) -> Any:
+    """What a list item or map field becomes: `value`, or `child` with `value` set inside."""
+    if not rest:
+        return value
+    child = child if isinstance(child, dict | list) else _container(child, rest[0])
+    return _assign(child, rest, value, shown)
 
 
 def apply_overrides(config: dict[str, str], overrides: Sequence[tuple[str, str]]) -> dict[str, str]:

@@ -206,6 +206,7 @@ def go_json_float(value: float) -> str:
         text = format(digits, "f")
         return text.rstrip("0").rstrip(".") if "." in text else text
     sign, numerals, exponent = digits.normalize().as_tuple()
+    assert isinstance(exponent, int)  # a finite number (NaN and infinities refused above)
     mantissa = "".join(map(str, numerals))
     power = len(mantissa) + exponent - 1
     body = mantissa[0] + ("." + mantissa[1:] if len(mantissa) > 1 else "")

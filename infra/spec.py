@@ -77,16 +77,16 @@ class RootVolumeSpec(StrictModel):
     """Every node's gp3 root volume, encrypted with the cluster's KMS key."""
 
     size_gib: ConfigInt = Field(
-        200, ge=GP3_MIN_GIB, le=GP3_MAX_GIB, description="size of the root volume in GiB"
+        default=200, ge=GP3_MIN_GIB, le=GP3_MAX_GIB, description="size of the root volume in GiB"
     )
     iops: ConfigInt = Field(
-        GP3_MIN_IOPS,
+        default=GP3_MIN_IOPS,
         ge=GP3_MIN_IOPS,
         le=GP3_MAX_IOPS,
         description=f"provisioned IOPS (at most {GP3_IOPS_PER_GIB} per GiB)",
     )
     throughput: ConfigInt = Field(
-        GP3_MIN_THROUGHPUT,
+        default=GP3_MIN_THROUGHPUT,
         ge=GP3_MIN_THROUGHPUT,
         le=GP3_MAX_THROUGHPUT,
         description=f"throughput in MiB/s (at most {GP3_MIBPS_PER_IOPS} per IOPS)",
@@ -96,12 +96,14 @@ class RootVolumeSpec(StrictModel):
 class NetworkSpec(StrictModel):
     """The VPC gpu-cluster creates, or one you already have (vpcId, subnetIds, ...)."""
 
-    vpc_cidr: str = Field(DEFAULT_VPC_CIDR, description="the address range of the VPC created")
+    vpc_cidr: str = Field(
+        default=DEFAULT_VPC_CIDR, description="the address range of the VPC created"
+    )
     private_subnet_cidr: str | None = Field(
-        None, description="the nodes' subnet inside vpcCidr (unset: carved out of vpcCidr)"
+        default=None, description="the nodes' subnet inside vpcCidr (unset: carved out of vpcCidr)"
     )
     public_subnet_cidr: str | None = Field(
-        None,
+        default=None,
         description="the public subnet (NAT gateway, load balancer) inside vpcCidr (unset: "
         "carved out of vpcCidr)",
     )
@@ -109,14 +111,14 @@ class NetworkSpec(StrictModel):
         default_factory=list, description="ranges the VPC must not overlap (peered networks, VPN)"
     )
     nat_gateway: ConfigBool = Field(
-        True,
+        default=True,
         description="a NAT gateway for the nodes' way out; with vpcId: whether the node subnet "
         "already reaches the internet (false: air-gapped, the boot uses VPC endpoints)",
     )
-    public_ip: ConfigBool = Field(False, description="public IP addresses on the nodes")
+    public_ip: ConfigBool = Field(default=False, description="public IP addresses on the nodes")
     # A network the user already has: infra/validation/existing_network.py
     vpc_id: str | None = Field(
-        None,
+        default=None,
         description="your own VPC (vpc- and 8 or 17 hex digits): gpu-cluster then creates no "
         "VPC, subnet, route, NAT or internet gateway",
     )
@@ -145,18 +147,18 @@ class StorageSpec(StrictModel):
     """Where the data bucket and its KMS key come from."""
 
     source: Literal["stack", "create", "existing"] = Field(
-        "stack",
+        default="stack",
         description="stack: the data stack's bucket and key (a StackReference); create: a "
         "bucket in this stack (a data stack); existing: a bucket and key you name",
     )
     stack: str | None = Field(
-        None,
+        default=None,
         description=f"with source stack: the data stack (unset: {DEFAULT_DATA_STACK}; Pulumi "
         "Cloud: <org>/gpu-cluster/data)",
     )
-    bucket: str | None = Field(None, description="with source existing: the bucket's name")
+    bucket: str | None = Field(default=None, description="with source existing: the bucket's name")
     kms_key_arn: str | None = Field(
-        None, description="with source existing: the ARN of the bucket's KMS key"
+        default=None, description="with source existing: the ARN of the bucket's KMS key"
     )
 
 
@@ -164,29 +166,31 @@ class FsxSpec(StrictModel):
     """FSx for Lustre linked to the data bucket (set to turn it on)."""
 
     deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = Field(
-        "PERSISTENT_2",
+        default="PERSISTENT_2",
         description="PERSISTENT_2 (SCRATCH_2 is refused: it cannot use the cluster's KMS key)",
     )
     storage_capacity_gib: ConfigInt = Field(
-        1200, ge=1200, le=2_073_600, description="1200 GiB or a multiple of 2400 GiB"
+        default=1200, ge=1200, le=2_073_600, description="1200 GiB or a multiple of 2400 GiB"
     )
     throughput_per_tib: ConfigInt = Field(
-        250, description="MB/s per TiB of storage: 125, 250, 500 or 1000"
+        default=250, description="MB/s per TiB of storage: 125, 250, 500 or 1000"
     )
 
 
 class AmiSpec(StrictModel):
     """The nodes' image (unset: the bundled Deep Learning AMI release)."""
 
-    id: str | None = Field(None, description="an AMI id (with architecture)")
-    ssm_parameter: str | None = Field(None, description="an SSM parameter holding the AMI id")
+    id: str | None = Field(default=None, description="an AMI id (with architecture)")
+    ssm_parameter: str | None = Field(
+        default=None, description="an SSM parameter holding the AMI id"
+    )
     release: str | None = Field(
-        None,
+        default=None,
         description='another Deep Learning AMI release, YYYYMMDD, or "latest" to follow '
         "AWS's SSM parameter",
     )
     architecture: Literal["x86_64", "arm64"] | None = Field(
-        None, description="the architecture of ami.id"
+        default=None, description="the architecture of ami.id"
     )
 
 
@@ -194,10 +198,10 @@ class SpotSpec(StrictModel):
     """Spot settings (purchaseOption: spot)."""
 
     max_price: float | None = Field(
-        None, gt=0, description="USD per instance-hour (unset: up to the on-demand price)"
+        default=None, gt=0, description="USD per instance-hour (unset: up to the on-demand price)"
     )
     on_demand_base: ConfigInt = Field(
-        0, ge=0, description="the first N nodes on-demand (e.g. the rendezvous node)"
+        default=0, ge=0, description="the first N nodes on-demand (e.g. the rendezvous node)"
     )
     fallback_types: list[str] = Field(
         default_factory=list,
@@ -209,13 +213,13 @@ class SpotSpec(StrictModel):
 class CapacityReservationSpec(StrictModel):
     """An On-Demand Capacity Reservation (purchaseOption: capacity-reservation)."""
 
-    id: str | None = Field(None, description="an existing reservation's id (cr-...)")
+    id: str | None = Field(default=None, description="an existing reservation's id (cr-...)")
     resource_group_arn: str | None = Field(
-        None, description="a resource group of reservations (arn:aws:resource-groups:...)"
+        default=None, description="a resource group of reservations (arn:aws:resource-groups:...)"
     )
-    create: ConfigBool = Field(False, description="create a reservation with the stack")
+    create: ConfigBool = Field(default=False, description="create a reservation with the stack")
     end_date: str | None = Field(
-        None,
+        default=None,
         description="with create: when it ends, RFC 3339 UTC, e.g. 2027-01-31T00:00:00Z (unset: "
         "until the stack is destroyed)",
     )
@@ -224,28 +228,30 @@ class CapacityReservationSpec(StrictModel):
 class CapacityBlockSpec(StrictModel):
     """A purchased EC2 Capacity Block for ML (purchaseOption: capacity-block)."""
 
-    id: str | None = Field(None, description="the purchased block's reservation id (cr-...)")
+    id: str | None = Field(
+        default=None, description="the purchased block's reservation id (cr-...)"
+    )
 
 
 class IdleStopSpec(StrictModel):
     """Stop idle GPUs: unset = the stage's default (dev box 30 min, cluster 60 min, under 5%)."""
 
-    enabled: ConfigBool = Field(True, description="false turns the idle stop off")
+    enabled: ConfigBool = Field(default=True, description="false turns the idle stop off")
     minutes: ConfigInt | None = Field(
-        None, ge=10, le=1440, description="idle this long (a multiple of 5) before the stop"
+        default=None, ge=10, le=1440, description="idle this long (a multiple of 5) before the stop"
     )
     below_percent: float | None = Field(
-        None, gt=0, le=100, description="idle: GPU utilization under this percentage"
+        default=None, gt=0, le=100, description="idle: GPU utilization under this percentage"
     )
 
 
 class ScheduleSpec(StrictModel):
     """Working hours: the nodes start at `start` and stop at `stop` on `days`."""
 
-    days: str = Field("MON-FRI", description="days, e.g. MON-FRI, MON,WED,FRI or *")
+    days: str = Field(default="MON-FRI", description="days, e.g. MON-FRI, MON,WED,FRI or *")
     start: str = Field(description='when the nodes start, HH:MM (quote it: "08:00")')
     stop: str = Field(description='when the nodes stop, HH:MM (quote it: "20:00")')
-    timezone: str = Field("UTC", description="an IANA time zone, e.g. Europe/Berlin")
+    timezone: str = Field(default="UTC", description="an IANA time zone, e.g. Europe/Berlin")
 
 
 class BudgetSpec(StrictModel):
@@ -253,10 +259,10 @@ class BudgetSpec(StrictModel):
 
     monthly_usd: float = Field(gt=0, description="the monthly budget in USD")
     stop_at_limit: ConfigBool = Field(
-        False, description="dev box only: a budget action stops it at 100 %"
+        default=False, description="dev box only: a budget action stops it at 100 %"
     )
     activate_cost_allocation_tag: ConfigBool = Field(
-        False,
+        default=False,
         description="activate the cost allocation tag the budget filters on (a management or "
         "standalone account)",
     )
@@ -265,13 +271,13 @@ class BudgetSpec(StrictModel):
 class ModelServerSpec(StrictModel):
     """The model server every inference node runs."""
 
-    kind: Literal["triton", "vllm"] = Field("triton", description="NVIDIA Triton or vLLM")
+    kind: Literal["triton", "vllm"] = Field(default="triton", description="NVIDIA Triton or vLLM")
     image: str | None = Field(
-        None, description="unset: the kind's image (NVIDIA Triton, vLLM OpenAI server)"
+        default=None, description="unset: the kind's image (NVIDIA Triton, vLLM OpenAI server)"
     )
-    port: ConfigInt = Field(8000, ge=1024, le=65535, description="the server's HTTP port")
+    port: ConfigInt = Field(default=8000, ge=1024, le=65535, description="the server's HTTP port")
     readiness_path: str | None = Field(
-        None, description="unset: /v2/health/ready (Triton), /health (vLLM)"
+        default=None, description="unset: /v2/health/ready (Triton), /health (vLLM)"
     )
     args: list[str] = Field(default_factory=list, description="extra server arguments")
 
@@ -283,7 +289,7 @@ class BatchingSpec(StrictModel):
         default_factory=lambda: [4, 8], description="the batch sizes Triton prefers to form"
     )
     max_queue_delay_microseconds: ConfigInt = Field(
-        100, ge=0, le=1_000_000, description="how long a request may wait for a batch"
+        default=100, ge=0, le=1_000_000, description="how long a request may wait for a batch"
     )
 
 
@@ -291,19 +297,19 @@ class EndpointTlsSpec(StrictModel):
     """The HTTPS listener: certificateArn, or domain + hostedZoneId."""
 
     policy: str = Field(
-        "ELBSecurityPolicy-TLS13-1-2-Res-2021-06",
+        default="ELBSecurityPolicy-TLS13-1-2-Res-2021-06",
         description="the load balancer's TLS policy (TLS 1.3 and 1.2 with forward secrecy)",
     )
     certificate_arn: str | None = Field(
-        None,
+        default=None,
         description="an ACM certificate (imported or existing) in the stack's region, or "
         "else domain and hostedZoneId",
     )
     domain: str | None = Field(
-        None, description="a DNS-validated certificate for this name, in hostedZoneId"
+        default=None, description="a DNS-validated certificate for this name, in hostedZoneId"
     )
     hosted_zone_id: str | None = Field(
-        None, description="the Route 53 hosted zone of domain (it gets the alias record)"
+        default=None, description="the Route 53 hosted zone of domain (it gets the alias record)"
     )
 
 
@@ -311,10 +317,10 @@ class InferenceScalingSpec(StrictModel):
     """Target tracking on the serving node group."""
 
     metric: Literal["requestCount", "gpuUtilization"] = Field(
-        "requestCount", description="what the node group scales on"
+        default="requestCount", description="what the node group scales on"
     )
     target: float = Field(
-        100,
+        default=100,
         gt=0,
         description="requests per node per minute, or GPU utilization % (1-100)",
     )
@@ -327,10 +333,10 @@ class InferenceSpec(StrictModel):
         default_factory=list, description="two or more zones of the region"
     )
     min_nodes: ConfigInt = Field(
-        2, ge=1, description="the fewest nodes (scaling needs a node to measure)"
+        default=2, ge=1, description="the fewest nodes (scaling needs a node to measure)"
     )
-    max_nodes: ConfigInt = Field(6, ge=1, description="the most nodes")
-    model_repository: str = Field("models/", description="a prefix of the data bucket")
+    max_nodes: ConfigInt = Field(default=6, ge=1, description="the most nodes")
+    model_repository: str = Field(default="models/", description="a prefix of the data bucket")
     server: ModelServerSpec = Field(default_factory=ModelServerSpec, description="the server")
     batching: BatchingSpec = Field(
         default_factory=BatchingSpec, description="Triton's dynamic batching"
@@ -340,10 +346,10 @@ class InferenceSpec(StrictModel):
         default_factory=InferenceScalingSpec, description="how the service scales"
     )
     warmup_seconds: ConfigInt = Field(
-        600, ge=60, le=3600, description="a new node's model download and load"
+        default=600, ge=60, le=3600, description="a new node's model download and load"
     )
     deletion_protection: ConfigBool = Field(
-        True, description="the load balancer's; set false before `pulumi destroy`"
+        default=True, description="the load balancer's; set false before `pulumi destroy`"
     )
 
 
@@ -367,46 +373,47 @@ class StackSpec(StrictModel):
 
     region: str = Field(description="the AWS region, read from aws:region only")
     role: Literal["cluster", "data", "inference"] = Field(
-        "cluster",
+        default="cluster",
         description="cluster (GPU nodes), inference (a model server behind HTTPS) or data (the "
         "long-lived bucket and key other stacks read)",
     )
     cluster_name: str | None = Field(
-        None,
+        default=None,
         description="the prefix of every resource name: 2-20 characters, lowercase letters, "
         "digits and '-', starting with a letter (unset: the stack name)",
     )
     availability_zone: str | None = Field(
-        None, description="the one zone of the nodes, subnet and placement group"
+        default=None, description="the one zone of the nodes, subnet and placement group"
     )
     instance_type: str | None = Field(
-        None, description="an NVIDIA GPU instance type of the catalog, e.g. p4d.24xlarge (or gpu)"
+        default=None,
+        description="an NVIDIA GPU instance type of the catalog, e.g. p4d.24xlarge (or gpu)",
     )
     gpu: str | None = Field(
-        None,
+        default=None,
         description="instead of instanceType: a GPU model, e.g. A100, resolved to the cheapest "
         "offered type",
     )
     gpus_per_node: ConfigInt | None = Field(
-        None, ge=1, description="with gpu: how many GPUs each node has"
+        default=None, ge=1, description="with gpu: how many GPUs each node has"
     )
-    nodes: ConfigInt = Field(1, ge=1, description="the number of GPU nodes")
+    nodes: ConfigInt = Field(default=1, ge=1, description="the number of GPU nodes")
     purchase_option: PurchaseOption = Field(
-        "on-demand",
+        default="on-demand",
         description="how the nodes are bought (settings in spot, capacityReservation, "
         "capacityBlock)",
     )
-    spot: SpotSpec | None = Field(None, description="purchaseOption spot: its settings")
+    spot: SpotSpec | None = Field(default=None, description="purchaseOption spot: its settings")
     capacity_reservation: CapacityReservationSpec | None = Field(
-        None,
+        default=None,
         description="purchaseOption capacity-reservation: one of id, resourceGroupArn, or "
         "create (+ endDate)",
     )
     capacity_block: CapacityBlockSpec | None = Field(
-        None, description="purchaseOption capacity-block: the purchased block"
+        default=None, description="purchaseOption capacity-block: the purchased block"
     )
     efa: ConfigBool | None = Field(
-        None,
+        default=None,
         description="EFA on every EFA-capable network card (unset: on when nodes > 1 and the "
         "type supports it)",
     )
@@ -419,10 +426,10 @@ class StackSpec(StrictModel):
     )
     ami: AmiSpec = Field(default_factory=AmiSpec, description="the nodes' image")
     fsx: FsxSpec | None = Field(
-        None, description="FSx for Lustre linked to the data bucket (set to turn it on)"
+        default=None, description="FSx for Lustre linked to the data bucket (set to turn it on)"
     )
     container_network: Literal["host", "bridge"] = Field(
-        "host",
+        default="host",
         description="bridge when jobs run in bridge-network containers (IMDS hop limit 2 "
         "instead of 1)",
     )
@@ -432,50 +439,51 @@ class StackSpec(StrictModel):
         "secrets.NAME ...): SSM SecureString parameters the nodes read at boot",
     )
     jobs: JobsSpec | None = Field(
-        None, description="training jobs' container images (`gpuc run --image`)"
+        default=None, description="training jobs' container images (`gpuc run --image`)"
     )
     inference: InferenceSpec | None = Field(
-        None, description="the serving stack's settings (role inference)"
+        default=None, description="the serving stack's settings (role inference)"
     )
     # stop paying for idle GPUs (compute stacks)
     idle_stop: IdleStopSpec | None = Field(
-        None,
+        default=None,
         description="stop the dev box or scale the group to 0 after minutes under belowPercent "
         "GPU utilization (unset: dev box 30 min, cluster 60 min, under 5 %; off on prepaid "
         "capacity; an inference stack takes only {enabled: false})",
     )
     schedule: ScheduleSpec | None = Field(
-        None, description="working hours: the nodes start at start and stop at stop on days"
+        default=None, description="working hours: the nodes start at start and stop at stop on days"
     )
     expires_at: str | None = Field(
-        None,
+        default=None,
         description="the maximum lifetime: the nodes stop then (RFC 3339 UTC), with a warning "
         "an hour before",
     )
     gang_timeout_minutes: ConfigInt = Field(
-        DEFAULT_GANG_TIMEOUT_MINUTES,
+        default=DEFAULT_GANG_TIMEOUT_MINUTES,
         ge=0,
         le=1440,
         description="all or nothing: a multi-node training group short of its size this long "
         f"after the first node booted scales to 0 (0: off; else at least "
         f"{MIN_GANG_TIMEOUT_MINUTES}; off on prepaid capacity unless set)",
     )
-    budget: BudgetSpec | None = Field(None, description="a monthly budget with alerts")
+    budget: BudgetSpec | None = Field(default=None, description="a monthly budget with alerts")
     alert_emails: list[str] = Field(
         default_factory=list,
         description="addresses subscribed to the stack's alert topic (budget and lifetime "
         "warnings, a partial gang's stop)",
     )
     audit_trail: ConfigBool = Field(
-        False,
+        default=False,
         description="a CloudTrail trail of the data bucket's object reads and writes and of "
         "management events",
     )
     ebs_encryption_by_default: ConfigBool = Field(
-        False, description="the account-level guard for the region: EBS encryption by default"
+        default=False,
+        description="the account-level guard for the region: EBS encryption by default",
     )
     snapshot_block_public_access: ConfigBool = Field(
-        False,
+        default=False,
         description="the account-level guard for the region: block public access to snapshots",
     )
     tags: dict[str, str] = Field(

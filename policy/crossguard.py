@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pulumi_policy import (
+    Policy,
     PolicyComplianceFramework,
     ReportViolation,
     ResourceValidationArgs,
@@ -86,6 +87,6 @@ def policy(control: Control) -> ResourceValidationPolicy | StackValidationPolicy
     return ResourceValidationPolicy(validate=validate, **common)
 
 
-def policies() -> list[ResourceValidationPolicy | StackValidationPolicy]:
+def policies() -> list[Policy]:
     """Every control CrossGuard can run (see Control.audit_only for the others)."""
     return [policy(c) for c in CONTROLS if c.audit_only is None]

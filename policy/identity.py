@@ -4,6 +4,7 @@ whom instance roles trust, Systems Manager instead of SSH keys."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from gpu_cluster.policy import aws_types as t
 from gpu_cluster.policy.control import control
@@ -26,7 +27,7 @@ def key_rotation(r: Res, stack: Stack) -> list[str]:
     return [] if r.props.get("enableKeyRotation") is True else ["key rotation is off"]
 
 
-def _principals(statement: dict) -> list[str]:
+def _principals(statement: Mapping[str, Any]) -> list[str]:
     principal = statement.get("Principal")
     if principal == "*":
         return ["*"]
@@ -64,11 +65,11 @@ def key_deletion_window(r: Res, stack: Stack) -> list[str]:
     return [] if days == 30 else [f"deletionWindowInDays is {days}, not 30"]
 
 
-def _actions(statement: dict) -> list[str]:
+def _actions(statement: Mapping[str, Any]) -> list[str]:
     return [str(a).lower() for a in as_list(statement.get("Action"))]
 
 
-def _allows(document) -> list[dict]:
+def _allows(document: Any) -> list[Mapping[str, Any]]:
     return [s for s in statements(document) if s.get("Effect") == "Allow"]
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from gpu_cluster.infra.aws.job_image import ImageError, parse_image
 from gpu_cluster.infra.aws.jobs import ENV_NAME, JOB_NAME, JobError, parse_env
@@ -377,7 +378,7 @@ def unknown_key(key: str, value: Any, at: Where, line: Where) -> Problem:
     return Problem(at(key), value, f"unknown key '{key}'{line(key)}", ", ".join(KEYS), fix)
 
 
-def shape_problem(key: str, value: Any, item: dict[str, Any], at: Where, line: Where) -> Problem:
+def shape_problem(key: str, value: Any, item: ErrorDetails, at: Where, line: Where) -> Problem:
     kind = type(value).__name__
     where = line(key)
     if key == "maxRestarts":

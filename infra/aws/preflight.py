@@ -74,7 +74,7 @@ class Clients:
         )
 
 
-def check_credentials(spec: ResolvedCluster, aws: Clients) -> Check:
+def check_credentials(spec: ResolvedCluster | ResolvedData, aws: Clients) -> Check:
     who = call(aws.sts, "sts", "GetCallerIdentity")
     return Check(
         "credentials", PASS, f"account {who['Account']} as {who['Arn']}", value=who["Account"]
@@ -132,8 +132,9 @@ def running_vcpus(aws: Clients, family_letter: str, spot: bool) -> int:
 
 def check_quota(spec: ResolvedCluster, aws: Clients) -> Check:
     kind, facts = spec.facts.instance_type, spec.facts
-    spot = isinstance(spec.purchase, Spot)
-    spot_nodes = spec.node_count - min(spec.purchase.on_demand_base, spec.node_count) if spot else 0
+    purchase = spec.purchase
+    spot = isinstance(purchase, Spot)
+    spot_nodes = spec.node_count - min(purchase.on_demand_base, spec.node_count) if spot else 0
     quota_name = spot_quota(kind) if spot_nodes else on_demand_quota(kind)
     needed = facts.vcpus * (spot_nodes or spec.node_count)
     try:
@@ -231,10 +232,14 @@ def check_reservation(spec: ResolvedCluster, aws: Clients) -> Check | None:
     from gpu_cluster.infra.validation.purchase import check_live_reservation
 
     purchase = spec.purchase
-    targeted = isinstance(purchase, CapacityReservation) and purchase.reservation_id
-    if not (isinstance(purchase, CapacityBlock) or targeted):
+    reservation_id = (
+        purchase.reservation_id
+        if isinstance(purchase, CapacityBlock | CapacityReservation)
+        else None
+    )
+    # a block always; a reservation when targeted by id
+    if reservation_id is None or not (isinstance(purchase, CapacityBlock) or reservation_id):
         return None
-    reservation_id = purchase.reservation_id
     try:
         facts = describe_reservation(reservation_id, spec.region, ec2=aws.ec2)
     except AwsError as error:

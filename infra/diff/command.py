@@ -73,7 +73,7 @@ def _resource(step: dict[str, Any]) -> PlannedResource:
     )
 
 
-def totals(plan: Plan) -> dict[str, float | None]:
+def totals(plan: Plan) -> dict[str, float | list[str] | None]:
     out = plan.outputs
     return {
         "gpus": out.get("totalGpus", 0),

@@ -31,7 +31,7 @@ def ring_allreduce_seconds(gradient_bytes: float, nodes: int, gbps: float) -> fl
     return 2 * (nodes - 1) / nodes * gradient_bytes * 8 / (gbps * 1e9)
 
 
-def flat_ring_allreduce_seconds(gradient_bytes: float, ranks: int, gbps: float) -> float:
+def flat_ring_allreduce_seconds(gradient_bytes: float, ranks: float, gbps: float) -> float:
     """One ring over every GPU of the cluster: each node's link carries 2(P-1)/P x gradient
     bytes for P ranks (NCCL spreads its rings over the node's NICs, which share that link)."""
     if ranks < 2:

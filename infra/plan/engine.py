@@ -19,7 +19,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import ROOT, SETTINGS, get_root_resource
-from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 import gpu_cluster.infra.program as infra_program
@@ -83,12 +83,13 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def __init__(
         self,
-        mocks: pulumi.runtime.Mocks,
+        mocks: PlanMocks,
         preview: bool = False,
         project: str | None = None,
         stack: str | None = None,
     ) -> None:
         super().__init__(mocks)
+        self.plan_mocks = mocks  # as self.mocks, typed: its ids are always strings
         # The SDK before 3.225 calls the monitor from executor threads without the program's
         # context (pulumi#22017 added wrap_with_context there), where get_stack() and
         # get_project() answer their defaults "stack" and "project": keep the plan's own.
@@ -109,7 +110,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         stack = self.stack or pulumi.get_stack()
         return "urn:pulumi:" + "::".join([stack, self.project or pulumi.get_project(), type_, name])
 
-    def SupportsFeature(self, request):
+    # pulumi's MockMonitor answers with a class object (its return type); the engine, a message
+    def SupportsFeature(self, request):  # pyright: ignore[reportIncompatibleMethodOverride]
         """Answer as the CLI's engine does from 3.208 (infra/versions.py asks before the program
         creates anything), whatever the SDK's own mock answers."""
         if request.id == ENGINE_FEATURE:
@@ -124,7 +126,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         _ensure_event_loop()
         inputs = rpc.deserialize_properties(request.object)
         self._record(urn, request, inputs)
-        resource_id, state = self.mocks.new_resource(
+        resource_id, state = self.plan_mocks.new_resource(
             pulumi_mocks.MockResourceArgs(
                 typ=request.type,
                 name=request.name,
@@ -284,7 +286,8 @@ def run_plan(
     monitor = RecordingMonitor(mocks, preview, project=project, stack=stack)
     set_all_config(dict(config), list(secret_keys or []))  # as the CLI's --secret keys
     ROOT.set(None)  # a fresh root Stack per plan: no outputs or parents leak between runs
-    SETTINGS.outputs.clear()
+    # pulumi's @contextproperty is typed as a method (its own `# type: ignore`s say so)
+    SETTINGS.outputs.clear()  # pyright: ignore[reportAttributeAccessIssue]
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
     plan = Plan(stack=stack, config=dict(config), secret_keys=tuple(secret_keys or ()))
     # A plan allocates hundreds of thousands of objects and frees almost none of them in cycles,
@@ -299,8 +302,12 @@ def run_plan(
     # program's own modules import (pulumi-language-python runs main from its folder).
     folder = str(Path(program).resolve().parent)
     sys.path.insert(0, folder)
+
+    def run_program() -> None:
+        runpy.run_path(str(program), run_name="__main__")
+
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
+        _sync_await(run_pulumi_func(run_program))
     except ConfigError as error:
         plan.error = error
     finally:
@@ -315,7 +322,7 @@ def run_plan(
     if plan.error is None and broken:  # a later `pulumi up` would fail or lose data
         plan.error = UpdateHazard(stack, broken)
     root = get_root_resource()
-    if plan.error is None and root is not None:
+    if plan.error is None and isinstance(root, Stack):
         plan.outputs = {name: _resolve(value) for name, value in root.outputs.items()}
     plan.resources = creation_order(monitor.planned)
     plan.invokes = mocks.invokes

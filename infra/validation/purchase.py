@@ -138,7 +138,7 @@ def check_spot(
     for index, name in enumerate(spot.fallback_types):
         path = key(f"spot.fallbackTypes[{index}]")
         other = catalog.get(name)
-        reason = None
+        reason = allowed = None
         if other is None:
             reason = "not an NVIDIA GPU instance type in the catalog"
             allowed = suggest(name, list(catalog.instance_types)) or "a catalog type"
