@@ -828,9 +828,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     own_process = argv is None  # gpuc's own command line: the process ends with this command
     if own_process:
         # At exit Python empties every module and then collects the whole heap as cyclic
-        # garbage (a plan's includes pulumi, pulumi_aws and pydantic): ~0.4 s, a third of a
-        # plan. The output is flushed before that teardown and gpuc holds nothing whose
-        # finalizer matters, so the last exit handler freezes the heap out of that collection.
+        # garbage (after a plan: pulumi, pulumi_aws, pydantic), about a third of the process's
+        # CPU time (bench/plan_overhead.py). The output is flushed before that teardown and gpuc
+        # holds nothing whose finalizer matters, so the last exit handler (registered first)
+        # freezes the heap out of that collection.
         atexit.register(gc.freeze)
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
