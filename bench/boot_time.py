@@ -69,7 +69,7 @@ def boot_once(boot: BootConfig, hardware) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--budget-seconds", type=float, default=10.0)
     parser.add_argument("--check", action="store_true")

@@ -253,7 +253,12 @@ def child_floor(kind: str, count: int, replay_in: str | None, gc_on: bool) -> di
     pulumi.runtime.set_mocks(FloorMocks(), project="gpu-cluster", stack=STACK, preview=False)
     if not gc_on:
         gc.disable()
-    _sync_await(run_pulumi_func(lambda: [build() for build in builders]))
+
+    def build_all() -> None:
+        for build in builders:
+            build()
+
+    _sync_await(run_pulumi_func(build_all))
     cpu1, done = time.process_time(), time.perf_counter()
     return {
         "seconds": done - imported,
@@ -472,7 +477,7 @@ def versions() -> dict[str, str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--sizes",
         default=",".join(map(str, DEFAULT_SIZES)),

@@ -470,7 +470,7 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.prices.gpu_prices import META_PATH, PRICES_PATH
     from gpu_cluster.infra.problems import AwsError
 
-    regions = args.region or list(DEFAULT_REGIONS)
+    regions: list[str] = args.region or list(DEFAULT_REGIONS)
     try:
         rows = fetch_prices(regions)
     except AwsError as error:

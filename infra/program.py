@@ -110,7 +110,7 @@ def vcpu_quotas(spec: ResolvedCluster) -> dict[str, int]:
     )
 
 
-def cluster_secrets(names: tuple[str, ...]) -> dict[str, pulumi.Output[str]]:
+def cluster_secrets(names: tuple[str, ...]) -> dict[str, pulumi.Input[str]]:
     """Each named secret's value from stack config, kept a Pulumi secret throughout."""
     if not names:
         return {}

@@ -60,11 +60,10 @@ def project_defaults(root: Path) -> dict[str, str]:
     """Defaults of Pulumi.yaml's typed config declarations, as the CLI applies them."""
     project = read_project(root)
     name = project.get("name", "")
+    config = project.get("config")
     return {
         f"{name}:{key}": to_config_value(spec["default"])
-        for key, spec in (
-            project.get("config") if isinstance(project.get("config"), dict) else {}
-        ).items()
+        for key, spec in (config if isinstance(config, dict) else {}).items()
         if isinstance(spec, dict) and "default" in spec
     }
 

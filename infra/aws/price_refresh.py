@@ -160,7 +160,9 @@ def write_prices(
 ) -> None:
     """Replace the snapshot atomically, with its source and date."""
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer: csv.DictWriter[str] = csv.DictWriter(
+            handle, fieldnames=COLUMNS, lineterminator="\n"
+        )
         writer.writeheader()
         writer.writerows(rows)
     os.replace(handle.name, path)

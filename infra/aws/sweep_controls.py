@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_cluster.components.names import StackIdentity, budget_name, schedule_description_prefix
 from gpu_cluster.infra.aws import PERMISSION_ERRORS, call, paginate
@@ -30,7 +30,6 @@ class ControlsSweep:
     region: str
     stack: str
     cluster: str
-    identity: StackIdentity
     scheduler: Any
     cloudwatch: Any
     events: Any
@@ -42,6 +41,11 @@ class ControlsSweep:
     account_id: str | None
     keeps_data: bool  # the stack's own bucket is kept: so are its key and the linked role
     poll_delays: tuple[float, ...]  # seconds between checks that an asynchronous delete ended
+
+    if TYPE_CHECKING:  # the Sweeper's (sweep.py)
+
+        @property
+        def identity(self) -> StackIdentity: ...
 
     @property
     def prefix(self) -> str:
@@ -123,7 +127,9 @@ class ControlsSweep:
 
     def account(self) -> str:
         if self.account_id is None:
-            self.account_id = call(self.sts, "sts", "GetCallerIdentity")["Account"]
+            account: str = call(self.sts, "sts", "GetCallerIdentity")["Account"]
+            self.account_id = account
+            return account
         return self.account_id
 
     def instance_profiles(self) -> Iterator[Leftover]:

@@ -6,7 +6,7 @@ of five."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.infra.aws import call, paginate
@@ -19,7 +19,11 @@ class NetworkSweep:
     elbv2: Any
     region: str
     stack: str
-    identity: StackIdentity
+
+    if TYPE_CHECKING:  # the Sweeper's (sweep.py)
+
+        @property
+        def identity(self) -> StackIdentity: ...
 
     def load_balancers(self) -> Iterator[Leftover]:
         if self.elbv2 is None:

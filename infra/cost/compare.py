@@ -25,7 +25,7 @@ class OptionCost:
     note: str
     hours_per_day: float
     days_per_month: float
-    gpus: int
+    gpus: float  # a fractional GPU counts as its share
     committed: bool = False  # a commitment: bills every hour of the month, however few days used
 
     @property
@@ -36,11 +36,12 @@ class OptionCost:
 
     @property
     def monthly(self) -> float | None:
-        if self.daily is None:
+        daily = self.daily  # None exactly when usd_per_hour is
+        if daily is None or self.usd_per_hour is None:
             return None
         if self.committed:
             return self.usd_per_hour * hours_per_month()
-        return self.daily * self.days_per_month
+        return daily * self.days_per_month
 
     @property
     def per_gpu_hour_used(self) -> float | None:
