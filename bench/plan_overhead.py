@@ -27,8 +27,9 @@ rounds, the baseline first in even ones), so load from other processes on a shar
 falls on both alike. Reported: the median, min and max of each, and the ratio of the medians.
 
 Exit code 0 when median(gpuc) / median(baseline) <= ``--max-ratio`` (1.5), 1 when above, 2 when
-a child failed (a benchmark error). A run with the defaults is 1 + 14 child processes, ~30 s on
-2 cores. Timing lives here only, never in the tests.
+a child failed (a benchmark error). A run with the defaults is 17 child processes (the survey,
+one warm-up of each, 7 rounds of two): 40-110 s on a busy 2-core machine. The results also go to
+bench/results/plan_overhead.json (git-ignored). Timing lives here only, never in the tests.
 
 ``--bytecode env`` (default) runs both as this environment does; where PYTHONDONTWRITEBYTECODE
 is set, every gpuc run compiles the project's ~600 KiB of source again (~0.1 s CPU), which an
