@@ -18,7 +18,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -105,7 +105,6 @@ class _Server(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
     protocol_version = "HTTP/1.1"
 
     def version_string(self) -> str:
@@ -115,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _dispatch(self) -> None:
-        self.server.fake._handle(self)
+        cast(_Server, self.server).fake._handle(self)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _dispatch
 

@@ -67,7 +67,7 @@ def range_check(name: str, value: Any, shape: Any, error_type: str, errors: Any)
         )
 
 
-def _format_error(self: Any, error: tuple) -> str:
+def _format_error(self: Any, error: tuple) -> str | None:  # botocore's may fall through
     error_type, name, additional = error
     if error_type == "over the model's max":
         what = "length" if additional["kind"] == "invalid length" else "value"

@@ -64,8 +64,16 @@ class Nodes(boot_harness.Nodes):
     def __init__(self, folder: Path) -> None:
         super().__init__(folder, ONE_NODE, install=True)
 
-    def make(self, boot: BootConfig = TRAIN, hardware: Hardware = P4D, **options) -> BootNode:
-        return super().make(boot, hardware, **options)
+    def make(
+        self,
+        boot: BootConfig = TRAIN,
+        hardware: Hardware = P4D,
+        aws: list[tuple[str, str]] | None = None,
+        endpoint: str | None = None,
+        instance_id: str = "i-0abc1234def567890",
+        user_data: str | None = None,
+    ) -> BootNode:
+        return super().make(boot, hardware, aws, endpoint, instance_id, user_data)
 
 
 @pytest.fixture

@@ -211,6 +211,7 @@ def test_one_node_is_no_gang():
 
 def test_a_gang_timeout_shorter_than_a_boot_is_refused():
     plan = plan_config({**TRAIN_LIKE, "gpu-cluster:gangTimeoutMinutes": "5"}, stack="train")
+    assert plan.error is not None
     (problem,) = plan.error.problems
     assert problem.path == "gpu-cluster:gangTimeoutMinutes" and problem.received == 5
     assert "0 (off) or 10-1440" in problem.allowed

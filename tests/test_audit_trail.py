@@ -104,6 +104,7 @@ def test_cost_shows_the_trail_events():
     monthly = {line.item: line for line in estimate_data(spec, usage).lines}
     # $0.10 per 100,000 data events: 50M events -> $50 a 730-hour month
     hourly = monthly["CloudTrail audit trail (data bucket)"].usd_per_hour
+    assert hourly is not None and trail.usd_per_hour is not None
     assert hourly * 730 == pytest.approx(50.0)
     assert trail.usd_per_hour * 730 == pytest.approx(10.0)  # the bundled 10M assumption
     without = ResolvedData("data", "data", "us-east-1", None, {})

@@ -137,10 +137,10 @@ def test_a_gpu_request_is_steered_to_a_type_the_ami_supports():
 
     from gpu_cluster.components.catalog import Catalog, load_catalog
     from gpu_cluster.infra.config import parse_spec
-    from gpu_cluster.infra.validation import resolve
+    from gpu_cluster.infra.validation import ResolvedCluster, resolve
 
     real = load_catalog()
-    unsupported = real.get("g7e.2xlarge")  # priced in the snapshot, not a DLAMI family
+    unsupported = real.instance_types["g7e.2xlarge"]  # priced in the snapshot, not a DLAMI family
     supported = replace(unsupported, instance_type="g6e.unpriced")  # a DLAMI family, no price
     catalog = Catalog(
         instance_types={t.instance_type: t for t in (unsupported, supported)},
@@ -149,9 +149,10 @@ def test_a_gpu_request_is_steered_to_a_type_the_ami_supports():
     config = {k: v for k, v in TRAIN_LIKE.items() if k != "gpu-cluster:instanceType"}
     config |= {"gpu-cluster:gpu": unsupported.gpu_model, "gpu-cluster:nodes": "1"}
     spec, problems, _ = parse_spec(config)
-    assert not problems
+    assert not problems and spec is not None
     resolved, problems = resolve(spec, "test", catalog)
-    assert problems == [] and resolved.facts.instance_type == "g6e.unpriced"
+    assert problems == [] and isinstance(resolved, ResolvedCluster)
+    assert resolved.facts.instance_type == "g6e.unpriced"
     assert not dlami_supports("g7e.2xlarge", "x86_64")
 
 

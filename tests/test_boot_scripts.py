@@ -19,7 +19,7 @@ from gpu_cluster.components.user_data import (
     render_user_data,
 )
 
-BASH = shutil.which("bash")
+BASH = shutil.which("bash") or "/bin/bash"  # as tests/boot_harness.py
 TRAIN = BootConfig("train", "us-east-1", 8, 8, 4, "bucket-1")
 
 

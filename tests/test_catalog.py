@@ -119,6 +119,7 @@ def test_catalog_list_filters_sorts_by_price_and_aligns(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:]] == ["p4d.24xlarge", "p4de.24xlarge"]
     p4d = on_demand_hourly("us-east-1", "p4d.24xlarge")
+    assert p4d is not None
     assert f"{p4d:,.3f}" in lines[1] and f"{p4d / 8:,.3f}" in lines[1]  # $/GPU-hour
     assert main(["catalog", "list", "--offered"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -16,6 +16,7 @@ from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.compare import BlockQuote, compare_options
 from gpu_cluster.infra.cost.model import DAYS_PER_MONTH, Usage, estimate_cluster, is_gpu_line
 from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedCluster
 
 DATA = ROOT / "infra" / "data"
 
@@ -45,10 +46,12 @@ UNIT = json.loads((DATA / "aws_unit_prices.json").read_text())
 US_EAST_1 = UNIT["regions"]["us-east-1"]
 
 
-def spec_of(stack: str, **overrides: str):
+def spec_of(stack: str, **overrides: str) -> ResolvedCluster:
     config = load_stack_config(stack, ROOT)
     config.update({f"gpu-cluster:{k}": v for k, v in overrides.items()})
-    return load_spec(config, stack)
+    spec = load_spec(config, stack)
+    assert isinstance(spec, ResolvedCluster)
+    return spec
 
 
 def gpuc(*args: str) -> subprocess.CompletedProcess:
@@ -120,6 +123,7 @@ def test_usage_pattern_scales_exactly():
     estimate = estimate_cluster(spec, usage)
     for line in estimate.lines:
         hours = 24 if line.always_on else 8
+        assert line.usd_per_hour is not None
         assert line.monthly(usage) == pytest.approx(line.usd_per_hour * hours * 30), line.item
     full = estimate_cluster(spec, Usage(days_per_month=30))
     gpu = next(line for line in estimate.lines if is_gpu_line(line))
@@ -163,7 +167,8 @@ def test_non_gpu_lines_sum_as_documented():
         "CloudWatch GPU metrics and idle alarm",
     }
     total = volumes + network + flow + kms + metrics
-    assert sum(line.usd_per_hour for line in rest) == pytest.approx(total)
+    assert all(line.usd_per_hour is not None for line in rest)
+    assert sum(line.usd_per_hour or 0.0 for line in rest) == pytest.approx(total)
 
 
 def test_stack_owning_its_bucket_pays_for_the_dataset_and_the_data_stack_too():
@@ -196,6 +201,7 @@ def test_options_side_by_side():
     )
     assert rows[f"spot, cheapest AZ ({cheapest[1]})"].usd_per_hour == pytest.approx(4 * cheapest[0])
     one_year = rows["savings plan, 1 year"]
+    assert one_year.usd_per_hour is not None
     assert one_year.usd_per_hour == pytest.approx(od * (1 - UNIT["discounts"]["savings_plan_1y"]))
     assert one_year.always_on and one_year.daily == pytest.approx(one_year.usd_per_hour * 24)
     reservation = rows["capacity reservation"]

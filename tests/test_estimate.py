@@ -35,9 +35,10 @@ def test_ring_allreduce_and_transfer_arithmetic():
 
 def test_node_bandwidth_comes_from_the_catalog_cards():
     catalog = load_catalog()
-    assert node_network_gbps(catalog.get("p4d.24xlarge"), efa=True) == 400  # 4 x 100 Gbps EFA
-    assert node_network_gbps(catalog.get("p5.48xlarge"), efa=True) == 3200  # 32 x 100 Gbps
-    assert node_network_gbps(catalog.get("g5.xlarge"), efa=False) == 2.5  # ENA baseline
+    facts = catalog.instance_types
+    assert node_network_gbps(facts["p4d.24xlarge"], efa=True) == 400  # 4 x 100 Gbps EFA
+    assert node_network_gbps(facts["p5.48xlarge"], efa=True) == 3200  # 32 x 100 Gbps
+    assert node_network_gbps(facts["g5.xlarge"], efa=False) == 2.5  # ENA baseline
 
 
 def test_published_claims_are_checked_and_the_wrong_ones_flagged():
@@ -114,8 +115,10 @@ def test_fsx_read_rate_is_size_times_the_throughput_tier():
     from gpu_cluster.infra.config import load_spec
     from gpu_cluster.infra.estimate.command import report
     from gpu_cluster.infra.estimate.model import Workload
+    from gpu_cluster.infra.validation import ResolvedCluster
 
     spec = load_spec(TRAIN_LIKE, "train")
+    assert isinstance(spec, ResolvedCluster)
     work = Workload(7e9, 1000, 4e6, 4, 0.4, 2400 / 1024, "PERSISTENT_2_1000")
     doc = report(spec, work)
     assert doc["read"]["FSx for Lustre"]["bytesPerSecond"] == pytest.approx(2400 / 1024 * 1000e6)

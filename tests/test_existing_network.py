@@ -24,6 +24,7 @@ from gpu_cluster.infra.overrides import apply_overrides
 from gpu_cluster.infra.plan.engine import run_plan
 from gpu_cluster.infra.spec import NetworkSpec
 from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedCluster
 from gpu_cluster.infra.validation.network_facts import (
     Endpoint,
     NetworkFacts,
@@ -47,6 +48,13 @@ NETWORK_TYPES = (
 )
 
 
+def cluster_spec(config: dict[str, str], stack: str) -> ResolvedCluster:
+    """load_spec for a compute stack, typed as one."""
+    spec = load_spec(config, stack)
+    assert isinstance(spec, ResolvedCluster)
+    return spec
+
+
 def train_in(vpc: str, *subnets: str, **network: object) -> dict[str, str]:
     """The train stack, as the acceptance command sets it: vpcId and subnetIds by --set-path."""
     config = load_stack_config("train", ROOT)
@@ -56,7 +64,7 @@ def train_in(vpc: str, *subnets: str, **network: object) -> dict[str, str]:
     return {**config, "gpu-cluster:network": json.dumps({**current, **network})}
 
 
-def problems_of(plan) -> dict[str, str]:
+def problems_of(plan) -> dict[str, Problem]:
     assert isinstance(plan.error, ConfigError), plan.error
     assert not plan.resources or all(r.type.startswith("pulumi:") for r in plan.resources)
     return {p.path.split(":", 1)[1]: p for p in plan.error.problems}
@@ -299,16 +307,19 @@ def test_a_subnet_of_another_vpc_is_refused():
 def test_preflight_reports_the_network():
     vpc, subnet, _ = network()
     aws = Clients(ec2=boto3.client("ec2", region_name="us-east-1"), sts=None, quotas=None, s3=None)
-    good = check_existing_network(load_spec(train_in(vpc, subnet), "train"), aws)
+    good = check_existing_network(cluster_spec(train_in(vpc, subnet), "train"), aws)
+    assert good is not None
     assert good.status == WARN and f"{subnet} (us-east-1a" in good.detail
     bare, bare_subnet, _ = network(nat=False, s3_endpoint=False, flow_log=True)
-    bad = check_existing_network(load_spec(train_in(bare, bare_subnet), "train"), aws)
+    bad = check_existing_network(cluster_spec(train_in(bare, bare_subnet), "train"), aws)
+    assert bad is not None
     assert bad.status == FAIL and "no route to S3" in bad.detail
     assert "create-vpc-endpoint" in bad.fix
     ready, ready_subnet, _ = network(flow_log=True)
-    ready_spec = load_spec(train_in(ready, ready_subnet), "train")
-    assert check_existing_network(ready_spec, aws).status == PASS
-    created = load_spec({**TRAIN_LIKE}, "train")
+    ready_spec = cluster_spec(train_in(ready, ready_subnet), "train")
+    ready_check = check_existing_network(ready_spec, aws)
+    assert ready_check is not None and ready_check.status == PASS
+    created = cluster_spec({**TRAIN_LIKE}, "train")
     assert check_existing_network(created, aws) is None
 
 
@@ -368,7 +379,9 @@ def facts_with(default_route: str | None, endpoints=()) -> NetworkFacts:
 
 def routes_problems(default_route, endpoints=(), nat_gateway=True) -> dict[str, Problem]:
     existing = ExistingNetwork(vpc_id=VPC, subnet_ids=(SUBNET,))
-    spec = NetworkSpec(natGateway=nat_gateway, vpcId=VPC, subnetIds=[SUBNET])
+    spec = NetworkSpec.model_validate(
+        {"natGateway": nat_gateway, "vpcId": VPC, "subnetIds": [SUBNET]}
+    )
     needs = needs_for("cluster", ("us-east-1a",), 4, 1, spec)
     found, _ = check_network_facts(existing, needs, facts_with(default_route, endpoints))
     return {p.path.split(":", 1)[1]: p for p in found}

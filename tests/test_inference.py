@@ -260,7 +260,7 @@ def ready_server():
             self.send_response(200 if self.path == "/v2/health/ready" else 404)
             self.end_headers()
 
-        def log_message(self, *args):
+        def log_message(self, format, *args):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Ready)

@@ -195,6 +195,7 @@ def test_a_valid_file_reads_values_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path / "src")  # the workdir is the file's folder's, not the cwd's
     job = load_job_file(path)
     assert job.command == ["python", "train.py", "--lr", "3e-4", "--note", "two words"]
+    assert job.workdir is not None
     assert job.workdir == tmp_path / "src" and job.workdir.is_dir()
     assert job.setup == "pip install -r requirements.txt\npython -c 'import torch'"
     assert job.env == {
@@ -206,10 +207,9 @@ def test_a_valid_file_reads_values_as_written(tmp_path, monkeypatch):
     }
     assert job.max_restarts == 7 and job.name == "pretrain"
     assert job.image == "nvcr.io/nvidia/pytorch:24.10-py3"
-    assert (
-        load_job_file(job_file(tmp_path, "command: [python, train.py, --epochs, 3]\n")).command[-1]
-        == "3"
-    )
+    numbers = job_file(tmp_path, "command: [python, train.py, --epochs, 3]\n")
+    command = load_job_file(numbers).command
+    assert command is not None and command[-1] == "3"
     assert load_job_file(job_file(tmp_path, "")).command is None  # an empty file: flags only
     assert default_job_name(["python", "-u", "my_train.py"]) == "my-train"
 

@@ -33,6 +33,7 @@ from gpu_cluster.infra.fixes import actionable, apply_fix
 from gpu_cluster.infra.overrides import apply_overrides
 from gpu_cluster.infra.spec import CONFIG_KEYS, OBJECT_KEYS
 from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedCluster
 from gpu_cluster.infra.validation.names import COMPUTE_KEYS
 from gpu_cluster.policy.pack import audit
 
@@ -42,6 +43,13 @@ HOST = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
 DLC = "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training"
 PULL = {"ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"}
 POLICY_TYPES = ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy")
+
+
+def cluster_spec(config: dict[str, str], stack: str) -> ResolvedCluster:
+    """load_spec for a compute stack, typed as one."""
+    spec = load_spec(config, stack)
+    assert isinstance(spec, ResolvedCluster)
+    return spec
 
 
 def train(jobs: object | None = None, stack: str = "train", **network: object) -> dict[str, str]:
@@ -57,7 +65,7 @@ def train(jobs: object | None = None, stack: str = "train", **network: object) -
 
 def problems(config: dict[str, str], stack: str = "train") -> dict[str, Problem]:
     with pytest.raises(ConfigError) as info:
-        load_spec(config, stack)
+        cluster_spec(config, stack)
     return {p.path: p for p in info.value.problems}
 
 
@@ -79,10 +87,10 @@ def test_the_key_is_registered_everywhere_a_key_is():
 
 
 def test_names_and_arns_are_accepted_as_configured():
-    spec = load_spec(train({"repositories": ["train", "team/base", DLC]}), "train")
+    spec = cluster_spec(train({"repositories": ["train", "team/base", DLC]}), "train")
     assert spec.image_repositories == ("train", "team/base", DLC)
-    assert load_spec(train(), "train").image_repositories == ()
-    assert load_spec(train({"repositories": []}), "train").image_repositories == ()
+    assert cluster_spec(train(), "train").image_repositories == ()
+    assert cluster_spec(train({"repositories": []}), "train").image_repositories == ()
 
 
 def test_the_name_rule_is_botocores():
@@ -157,7 +165,7 @@ def test_without_a_nat_gateway_a_repository_of_another_region_is_refused():
     problem = problems(train({"repositories": [other]}, natGateway=False))[repo(0)]
     assert "VPC endpoints of us-east-1" in problem.problem
     assert problem.fix.startswith("pulumi config set --path network.natGateway true")
-    assert load_spec(train({"repositories": [other]}), "train").image_repositories == (other,)
+    assert cluster_spec(train({"repositories": [other]}), "train").image_repositories == (other,)
 
 
 @pytest.mark.parametrize(
@@ -177,7 +185,7 @@ def test_without_a_nat_gateway_a_repository_of_another_region_is_refused():
 def test_the_fixes_work(config):
     (problem,) = problems(config).values()
     assert actionable(problem.fix), problem.fix
-    load_spec(apply_fix(config, problem.fix), "train")  # no problem left
+    cluster_spec(apply_fix(config, problem.fix), "train")  # no problem left
 
 
 # --- the plan: pull rights on exactly the named repositories ----------------------------------
@@ -286,7 +294,7 @@ def test_an_air_gapped_stack_gets_the_ecr_endpoints_only_with_repositories():
     with_repos, _ = services(train({"repositories": ["train"]}, stack="dev", natGateway=False))
     without, _ = services(train(stack="dev", natGateway=False))
     assert with_repos - without == set(ECR_ENDPOINTS)
-    spec = load_spec(train({"repositories": ["train"]}, stack="dev", natGateway=False), "dev")
+    spec = cluster_spec(train({"repositories": ["train"]}, stack="dev", natGateway=False), "dev")
     (line,) = [c for c in estimate_cluster(spec).lines if c.item == "VPC interface endpoints"]
     assert line.detail.startswith("10 endpoints") and "ecr.api, ecr.dkr" in line.detail
     with_nat, _ = services(train({"repositories": ["train"]}, stack="dev"))
@@ -327,7 +335,7 @@ def ecr():
         client.create_repository(repositoryName="team/base")
         pushed = client.put_image(repositoryName="train", imageManifest=MANIFEST, imageTag="v3")
         client.put_image(repositoryName="team/base", imageManifest=MANIFEST, imageTag="latest")
-        client.digest = pushed["image"]["imageId"]["imageDigest"]
+        setattr(client, "digest", pushed["image"]["imageId"]["imageDigest"])  # noqa: B010
         yield client
 
 

@@ -16,12 +16,20 @@ from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.model import estimate_cluster
 from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedCluster
 
 FSX = {
     **TRAIN_LIKE,
     "gpu-cluster:fsx": json.dumps({"storageCapacityGib": 2400, "throughputPerTib": 500}),
 }
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"
+
+
+def cluster_spec(config: dict[str, str], stack: str) -> ResolvedCluster:
+    """load_spec for a compute stack, typed as one."""
+    spec = load_spec(config, stack)
+    assert isinstance(spec, ResolvedCluster)
+    return spec
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +118,7 @@ def test_the_data_key_lets_fsx_reach_the_bucket_only_through_s3(fsx_plan):
 
 
 def test_cost_includes_the_file_system():
-    spec = load_spec(FSX, "train")
+    spec = cluster_spec(FSX, "train")
     (line,) = [x for x in estimate_cluster(spec).lines if x.item.startswith("FSx")]
     assert line.usd_per_hour == pytest.approx(2400 * 0.29 / 730)
     assert line.always_on
@@ -126,7 +134,7 @@ def test_cost_includes_the_file_system():
 )
 def test_fsx_settings_are_checked(fsx, path, fix):
     with pytest.raises(ConfigError) as error:
-        load_spec({**TRAIN_LIKE, "gpu-cluster:fsx": json.dumps(fsx)}, "train")
+        cluster_spec({**TRAIN_LIKE, "gpu-cluster:fsx": json.dumps(fsx)}, "train")
     (problem,) = error.value.problems
     assert problem.path == f"gpu-cluster:{path}" and problem.fix.endswith(fix)
 

@@ -27,8 +27,10 @@ def zone_prices() -> dict[str, float]:
 
 def dearest_zone_name() -> tuple[str, float]:
     catalog, prices = load_catalog(), zone_prices()
-    zone_id = max(prices, key=prices.get)
-    return catalog.zone_name(REGION, zone_id), prices[zone_id]
+    zone_id = max(prices, key=lambda zone: prices[zone])
+    name = catalog.zone_name(REGION, zone_id)
+    assert name is not None
+    return name, prices[zone_id]
 
 
 def described(lifecycle: str | None, zone: str) -> dict:
@@ -75,7 +77,9 @@ def test_status_and_sweep_price_a_spot_node_the_same_way(command):
 
 def test_the_cheapest_zone_is_a_standard_zone_that_offers_the_type():
     prices = dict(zone_prices())
-    cheapest_id, cheapest = cheapest_spot_zone(REGION, KIND)
+    found = cheapest_spot_zone(REGION, KIND)
+    assert found is not None
+    cheapest_id, cheapest = found
     assert cheapest == min(prices.values())
     # a Local Zone and a zone that does not offer the type, both cheaper, are never chosen
     catalog = load_catalog()
@@ -83,6 +87,7 @@ def test_the_cheapest_zone_is_a_standard_zone_that_offers_the_type():
         (z for z in catalog.zones(REGION) if z not in catalog.zones_offering(REGION, KIND)), None
     )
     cheaper = {**prices, "use1-bos1-az1": cheapest / 10}
-    if not_offering and catalog.zone_id(REGION, not_offering):
-        cheaper[catalog.zone_id(REGION, not_offering)] = cheapest / 20
+    not_offering_id = catalog.zone_id(REGION, not_offering) if not_offering else None
+    if not_offering_id:
+        cheaper[not_offering_id] = cheapest / 20
     assert cheapest_spot_zone(REGION, KIND, cheaper, catalog) == (cheapest_id, cheapest)

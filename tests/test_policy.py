@@ -443,23 +443,26 @@ def test_crossguard_policies_carry_severity_and_framework():
 
     built = {p.name: p for p in policies()}
     assert set(built) == set(CROSSGUARD)
-    ssh = built["ec2-13-no-world-ssh"]
+    ssh, imds = built["ec2-13-no-world-ssh"], built["imds-hop-limit-one"]
+    assert ssh.severity is not None and ssh.framework is not None and imds.framework is not None
     assert ssh.severity.value == "high" and ssh.framework.reference == "EC2.13"
-    assert built["imds-hop-limit-one"].framework.name == "nist-800-53"
+    assert imds.framework.name == "nist-800-53"
 
 
 def test_crossguard_skips_a_value_unknown_during_preview():
     """pulumi-policy raises UnknownValueError on an unknown and reports it as advisory."""
     from pulumi.runtime.rpc import UNKNOWN
-    from pulumi_policy import ResourceValidationArgs
+    from pulumi_policy import ResourceValidationArgs, ResourceValidationPolicy
     from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
     from gpu_cluster.policy.crossguard import policy
 
     props = unknown_checking_proxy({"enableKeyRotation": UNKNOWN})
     args = ResourceValidationArgs(t.KMS_KEY, props, "urn:k", "k", _options(), None)
+    rotation = policy(BY_NAME["kms-4-key-rotation"])
+    assert isinstance(rotation, ResourceValidationPolicy)
     with pytest.raises(UnknownValueError):
-        policy(BY_NAME["kms-4-key-rotation"]).validate(args, lambda *a: None)
+        rotation.validate(args, lambda *a: None)
 
 
 def test_crossguard_respects_suppressions():

@@ -15,6 +15,14 @@ from gpu_cluster.components.dlami import dlami_image_name
 from gpu_cluster.infra.aws import preflight
 from gpu_cluster.infra.aws.preflight import FAIL, PASS, Clients, run_preflight
 from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.validation import ResolvedCluster
+
+
+def cluster_spec(config: dict[str, str], stack: str) -> ResolvedCluster:
+    """load_spec for a compute stack, typed as one."""
+    spec = load_spec(config, stack)
+    assert isinstance(spec, ResolvedCluster)
+    return spec
 
 
 def quotas_client(vcpus: float, code: str = "L-417A185B"):
@@ -52,7 +60,7 @@ def clients(quota: float, monkeypatch, register_ami: bool = True) -> Clients:
 
 
 def checks_of(config: dict, aws: Clients) -> dict:
-    return {c.name: c for c in run_preflight(load_spec(config, "train"), aws)}
+    return {c.name: c for c in run_preflight(cluster_spec(config, "train"), aws)}
 
 
 CREATE = {**TRAIN_LIKE, "gpu-cluster:storage": json.dumps({"source": "create"})}
@@ -81,7 +89,7 @@ def test_a_zone_without_the_type_fails_and_names_the_zones_that_have_it(monkeypa
     from dataclasses import replace
 
     aws = clients(1000, monkeypatch, register_ami=False)
-    spec = load_spec(
+    spec = cluster_spec(
         {
             **TRAIN_LIKE,
             "gpu-cluster:instanceType": "p4de.24xlarge",
@@ -126,7 +134,7 @@ def test_dry_run_errors_become_advice():
                 "RunInstances",
             )
 
-    spec = load_spec(TRAIN_LIKE, "train")
+    spec = cluster_spec(TRAIN_LIKE, "train")
     aws = Clients(ec2=Refusing(), sts=None, quotas=None, s3=None)
     check = preflight.check_dry_run(spec, aws, "ami-0123456789abcdef0")
     assert (
@@ -144,9 +152,9 @@ def test_bucket_name_taken_elsewhere_fails(error, status):
 
             raise ClientError({"Error": {"Code": error, "Message": ""}}, "HeadBucket")
 
-    spec = load_spec(CREATE, "train")
+    spec = cluster_spec(CREATE, "train")
     check = preflight.check_bucket(spec, Clients(None, None, None, Bucket()), "123456789012")
-    assert check.status == status
+    assert check is not None and check.status == status
 
 
 def spot_clients(score: int) -> Clients:
@@ -193,16 +201,17 @@ def spot_clients(score: int) -> Clients:
 
 @pytest.mark.parametrize(("score", "status"), [(9, PASS), (2, "warn")])
 def test_spot_prices_per_zone_and_the_placement_score(score, status):
-    spec = load_spec({**TRAIN_LIKE, "gpu-cluster:purchaseOption": "spot"}, "train")
+    spec = cluster_spec({**TRAIN_LIKE, "gpu-cluster:purchaseOption": "spot"}, "train")
     check = preflight.check_spot(spec, spot_clients(score))
-    assert check.status == status
+    assert check is not None and check.status == status
     assert check.detail == (
         f"prices: us-east-1a $7.88, us-east-1b $2.47; placement score in us-east-1a: {score}"
     )
 
 
 def test_no_spot_check_for_on_demand():
-    assert preflight.check_spot(load_spec(TRAIN_LIKE, "train"), None) is None
+    no_clients = Clients(None, None, None, None)
+    assert preflight.check_spot(cluster_spec(TRAIN_LIKE, "train"), no_clients) is None
 
 
 def test_gpuc_preflight_end_to_end_against_a_moto_server(moto_server, tmp_path):
@@ -258,7 +267,7 @@ def test_an_ami_from_ssm_resolves_through_the_parameter(monkeypatch):
     image = aws.ec2.describe_images(Owners=["self"])["Images"][0]["ImageId"]
     aws.ssm.put_parameter(Name="/team/gpu-ami", Value=image, Type="String")
     ok = preflight.check_ami(
-        load_spec(
+        cluster_spec(
             {**TRAIN_LIKE, "gpu-cluster:ami": json.dumps({"ssmParameter": "/team/gpu-ami"})},
             "train",
         ),
@@ -266,7 +275,7 @@ def test_an_ami_from_ssm_resolves_through_the_parameter(monkeypatch):
     )
     assert ok.status == PASS and ok.value == image
     missing = preflight.check_ami(
-        load_spec(
+        cluster_spec(
             {**TRAIN_LIKE, "gpu-cluster:ami": json.dumps({"ssmParameter": "/team/none"})}, "train"
         ),
         aws,
@@ -283,7 +292,7 @@ def test_missing_credentials_fail_the_first_check():
     quotas = boto3.client("service-quotas", region_name="us-east-1")
     Stubber(quotas).activate()  # no response queued: the quota check reports, not crashes
     aws = Clients(ec2=_Nothing(), sts=sts, quotas=quotas, s3=None)
-    checks = {c.name: c for c in run_preflight(load_spec(TRAIN_LIKE, "train"), aws)}
+    checks = {c.name: c for c in run_preflight(cluster_spec(TRAIN_LIKE, "train"), aws)}
     assert checks["credentials"].status == FAIL
     assert "sts:GetCallerIdentity failed: ExpiredToken" in checks["credentials"].detail
 
@@ -323,7 +332,7 @@ def test_a_reservation_that_does_not_fit_fails_preflight():
         },
     )
     stub.activate()
-    spec = load_spec(
+    spec = cluster_spec(
         {
             **TRAIN_LIKE,
             "gpu-cluster:purchaseOption": "capacity-reservation",
@@ -332,7 +341,7 @@ def test_a_reservation_that_does_not_fit_fails_preflight():
         "train",
     )
     check = preflight.check_reservation(spec, Clients(ec2=ec2, sts=None, quotas=None, s3=None))
-    assert check.status == FAIL
+    assert check is not None and check.status == FAIL
     assert check.detail == "the capacity reservation cr-0123456789abcdef0 holds 2 instances"
     assert check.fix == "pulumi config set nodes 2"
 

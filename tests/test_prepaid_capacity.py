@@ -158,5 +158,6 @@ def test_a_block_without_an_end_date_is_refused_too():
         platform="Linux/UNIX",
     )
     plan = run_plan("train", {**TRAIN_LIKE, **BLOCK}, reservation_lookup=lambda *_: facts)
+    assert plan.error is not None
     (problem,) = plan.error.problems
     assert "no end date" in problem.problem

@@ -117,6 +117,7 @@ def test_efa_yes_in_the_stack_file_is_the_string_pulumi_hands_over(project):
     config = with_lines(project, "train", "gpu-cluster:efa: yes")
     assert config["gpu-cluster:efa"] == "yes"
     plan = run_plan("train", config)
+    assert plan.error is not None
     (problem,) = plan.error.problems
     assert problem.path == "gpu-cluster:efa" and "YAML is 1.2" in problem.problem
     assert problem.fix == "pulumi config set efa true"
@@ -134,7 +135,9 @@ def test_the_file_form_and_the_set_form_of_yes_get_the_same_answer(project, caps
 
 def test_no_in_a_nested_boolean_says_false(project):
     config = with_lines(project, "dev", "gpu-cluster:idleStop: {enabled: no}")
-    (problem,) = run_plan("dev", config).error.problems
+    error = run_plan("dev", config).error
+    assert error is not None
+    (problem,) = error.problems
     assert problem.fix == "pulumi config set --path idleStop.enabled false"
 
 

@@ -336,6 +336,7 @@ def test_a_missing_reservation_is_a_config_problem_and_no_access_is_a_warning():
     assert run_plan("train", train_with(**reserved), reservation_lookup=denied).error is None
     # a block's end is its stop: unread, nothing is created (test_prepaid_capacity.py)
     blocked = run_plan("train", train_with(**BLOCK), reservation_lookup=denied).error
+    assert blocked is not None
     assert blocked.problems[0].path == "gpu-cluster:capacityBlock.id"
 
 
@@ -349,6 +350,7 @@ def test_the_plan_engine_never_looks_up_reservations_by_itself(monkeypatch):
     planned(train_with(**BLOCK))  # offline: the engine switches the lookup off
     assert calls == []
     lookup = gpu_cluster.infra.program.live_lookup
+    assert lookup is not None
     lookup(BLOCK_ID, "us-east-1")  # ... and restores the program's own afterwards
     assert calls == [(BLOCK_ID, "us-east-1")]
 

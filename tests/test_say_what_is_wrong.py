@@ -18,8 +18,16 @@ from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.engine import run_plan
 from gpu_cluster.infra.prices.unit_prices import hours_per_month
 from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedCluster
 
 SCHEDULE = {"days": "MON-FRI", "start": "08:00", "stop": "20:00", "timezone": "UTC"}
+
+
+def cluster_spec(config: dict[str, str], stack: str) -> ResolvedCluster:
+    """load_spec for a compute stack, typed as one."""
+    spec = load_spec(config, stack)
+    assert isinstance(spec, ResolvedCluster)
+    return spec
 
 
 def with_values(stack: str, **values: object) -> dict[str, str]:
@@ -35,12 +43,12 @@ def with_values(stack: str, **values: object) -> dict[str, str]:
 
 def problems(config: dict[str, str]) -> dict[str, str]:
     with pytest.raises(ConfigError) as raised:
-        load_spec(config, "test")
+        cluster_spec(config, "test")
     return {p.path: p.problem for p in raised.value.problems}
 
 
 def warnings(config: dict[str, str]) -> list[str]:
-    return list(load_spec(config, "test").warnings)
+    return list(cluster_spec(config, "test").warnings)
 
 
 def inference(**fields: object) -> dict[str, str]:
@@ -81,7 +89,7 @@ def test_a_certificate_from_another_region_is_refused():
 def test_a_gpu_utilization_target_is_a_percentage(target, fix):
     config = inference(scaling={"metric": "gpuUtilization", "target": target})
     with pytest.raises(ConfigError) as raised:
-        load_spec(config, "test")
+        cluster_spec(config, "test")
     (problem,) = raised.value.problems
     assert problem.path == "gpu-cluster:inference.scaling.target"
     assert problem.fix.endswith(f" {fix}")
@@ -124,7 +132,8 @@ def test_a_spot_max_price_below_the_spot_price_warns():
     config = load_stack_config("experiment", ROOT)
     zone = config["gpu-cluster:availabilityZone"]
     zone_id = load_catalog().zone_id("us-east-1", zone)
-    kind = load_spec(config, "test").facts.instance_type
+    assert zone_id is not None
+    kind = cluster_spec(config, "test").facts.instance_type
     price = spot_by_zone("us-east-1", kind)[zone_id]
     spot = json.loads(config.get("gpu-cluster:spot", "{}"))
     config["gpu-cluster:spot"] = json.dumps({**spot, "maxPrice": round(price / 2, 4)})
@@ -139,7 +148,7 @@ def test_plan_cost_and_stacks_follow_the_schedule(capsys):
     config = stack_config("dev", overrides)
     plan = run_plan("dev", config)
     assert plan.error is None, plan.error
-    spec = load_spec(config, "dev")
+    spec = cluster_spec(config, "dev")
     scheduled = estimate_cluster(spec, scheduled_usage(spec))
     always = estimate_cluster(spec, Usage())
     assert plan.outputs["estimatedUsdPerMonth"] == round(scheduled.monthly_usd, 2)
@@ -168,13 +177,15 @@ def test_a_month_is_730_hours_in_the_plan_and_in_cost(capsys):
 
 
 def test_commitments_bill_every_hour_whatever_the_days():
-    spec = load_spec(load_stack_config("train", ROOT), "train")
+    spec = cluster_spec(load_stack_config("train", ROOT), "train")
     short = {r.option: r for r in compare_options(spec, Usage(days_per_month=10))}
     full = {r.option: r for r in compare_options(spec, Usage())}
-    plan = short["savings plan, 1 year"]
-    assert plan.monthly == pytest.approx(full["savings plan, 1 year"].monthly)
-    assert short["on-demand"].monthly == pytest.approx(full["on-demand"].monthly * 10 / (730 / 24))
-    assert plan.monthly > short["on-demand"].monthly  # ten days a month: the plan costs more
+    plan, on_demand = short["savings plan, 1 year"].monthly, short["on-demand"].monthly
+    full_on_demand = full["on-demand"].monthly
+    assert plan is not None and on_demand is not None and full_on_demand is not None
+    assert plan == pytest.approx(full["savings plan, 1 year"].monthly)
+    assert on_demand == pytest.approx(full_on_demand * 10 / (730 / 24))
+    assert plan > on_demand  # ten days a month: the plan costs more
 
 
 def test_a_capacity_block_is_shown_prepaid_in_the_plan_and_diff(capsys):

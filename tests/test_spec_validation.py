@@ -66,8 +66,10 @@ def only_problem(cfg: dict[str, str], stack: str = STACK) -> Problem:
     return problems[0]
 
 
-def resolved(cfg: dict[str, str], stack: str = STACK):
-    return load_spec(cfg, stack)
+def resolved(cfg: dict[str, str], stack: str = STACK) -> ResolvedCluster:
+    spec = load_spec(cfg, stack)
+    assert isinstance(spec, ResolvedCluster)
+    return spec
 
 
 # --------------------------------------------------------------------------- good inputs
@@ -139,7 +141,7 @@ def test_gpu_request_fails_in_a_zone_offering_no_matching_type():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_bundled_stack_file_is_valid(stack):
-    spec = resolved(load_stack_config(stack, ROOT), stack)
+    spec = load_spec(load_stack_config(stack, ROOT), stack)
     assert isinstance(spec, ResolvedData if stack == "data" else ResolvedCluster)
 
 
@@ -165,6 +167,7 @@ def test_arm64_ssm_parameter_is_accepted_on_an_arm64_type():
 
 def test_avoid_cidrs_that_do_not_overlap_are_accepted():
     spec = resolved(config(network={"vpcCidr": "10.42.0.0/16", "avoidCidrs": ["10.0.0.0/16"]}))
+    assert spec.layout is not None
     assert str(spec.layout.vpc) == "10.42.0.0/16"
 
 
@@ -205,7 +208,7 @@ def test_unknown_key_without_a_close_match_has_no_suggestion():
 def test_unknown_nested_key_names_its_full_path_and_suggests(object_key, typo, known, value):
     base = {"storage": {"source": "stack", "stack": "organization/gpu-cluster/data"}}
     fields = {**base.get(object_key, {}), typo: value}
-    problem = only_problem(config(**{object_key: fields}))
+    problem = only_problem(config(None, (), **{object_key: fields}))
     assert problem.path == f"gpu-cluster:{object_key}.{typo}"
     assert problem.received == value
     assert problem.problem == f"unknown key '{typo}'"
@@ -274,7 +277,7 @@ def _type_missing_from_a_region() -> tuple[str, str, list[str]]:
     for name in sorted(CATALOG.instance_types):
         offering = [r for r in CATALOG.regions if CATALOG.zones_offering(r, name)]
         missing = [r for r in CATALOG.regions if r not in offering]
-        if offering and missing and CATALOG.get(name).is_whole_gpu:
+        if offering and missing and CATALOG.instance_types[name].is_whole_gpu:
             return name, missing[0], offering
     raise AssertionError("every catalog type is offered in every region")
 
@@ -298,7 +301,7 @@ def _type_missing_from_a_zone() -> tuple[str, str, str, list[str]]:
         for name in sorted(CATALOG.instance_types):
             zones = CATALOG.zones_offering(region, name)
             missing = [z for z in CATALOG.zones(region) if z not in zones]
-            if zones and missing and CATALOG.get(name).is_whole_gpu:
+            if zones and missing and CATALOG.instance_types[name].is_whole_gpu:
                 return name, region, missing[0], zones
     raise AssertionError("every catalog type is offered in every zone")
 
@@ -334,7 +337,7 @@ def test_missing_zone_is_required_for_a_cluster():
 
 
 def test_efa_requested_on_a_type_without_efa():
-    facts = CATALOG.get("g5.xlarge")
+    facts = CATALOG.instance_types["g5.xlarge"]
     assert not facts.efa_supported
     problem = only_problem(config(instanceType="g5.xlarge", nodes=1, efa="true"))
     assert problem.path == "gpu-cluster:efa"
@@ -435,6 +438,7 @@ def test_vpc_prefix_outside_the_supported_sizes(cidr):
 @pytest.mark.parametrize("cidr", ["10.42.0.0/16", "10.42.0.0/24"])
 def test_vpc_prefix_bounds_are_accepted(cidr):
     spec = resolved(config(nodes=1, network={"vpcCidr": cidr}))
+    assert spec.layout is not None
     assert str(spec.layout.vpc) == cidr
 
 
@@ -466,6 +470,7 @@ def test_overlapping_private_and_public_subnets():
 def test_disjoint_custom_subnets_are_used():
     network = {"privateSubnetCidr": "10.42.0.0/20", "publicSubnetCidr": "10.42.16.0/28"}
     spec = resolved(config(network=network))
+    assert spec.layout is not None
     assert str(spec.layout.private) == "10.42.0.0/20"
     assert str(spec.layout.public) == "10.42.16.0/28"
 
@@ -488,7 +493,7 @@ def test_invalid_avoided_cidr_names_its_index():
 
 def test_vpc_too_small_for_the_node_count():
     vpc = "10.42.0.0/24"
-    facts = CATALOG.get("p5.48xlarge")
+    facts = CATALOG.instance_types["p5.48xlarge"]
     zone = CATALOG.zones_offering("us-east-1", facts.instance_type)[0]
     ips = ip_addresses_per_node(nic_layout(facts, efa=True))
     # the endpoints this stack creates (with its NAT gateway)
@@ -583,7 +588,7 @@ def test_each_purchase_option_resolves_to_its_settings():
 
 
 def test_capacity_block_cannot_be_bought_for_g5():
-    facts = CATALOG.get("g5.xlarge")
+    facts = CATALOG.instance_types["g5.xlarge"]
     assert "capacity-block" not in facts.usage_classes
     problem = only_problem(
         config(
@@ -1095,6 +1100,7 @@ def test_the_suggested_vpc_cidr_is_actually_free():
     assert problem.path == key("network.vpcCidr")
     assert problem.fix == "pulumi config set --path network.vpcCidr 172.16.0.0/16"
     fixed = resolved(config(network={"vpcCidr": "172.16.0.0/16", "avoidCidrs": avoid}))
+    assert fixed.layout is not None
     assert str(fixed.layout.vpc) == "172.16.0.0/16"
 
 
@@ -1108,7 +1114,9 @@ def test_valid_but_suspicious_settings_are_warned_about():
     big = resolved(config(nodes="10000", network={"vpcCidr": "10.0.0.0/16"}))
     (size,) = [w for w in big.warnings if w.startswith("nodes: 10000")]
     assert "80,000 GPUs" in size and "960,000 vCPUs" in size
-    monthly = on_demand_hourly("us-east-1", "p4d.24xlarge") * 10000 * 730
+    hourly = on_demand_hourly("us-east-1", "p4d.24xlarge")
+    assert hourly is not None
+    monthly = hourly * 10000 * 730
     assert f"${monthly:,.0f}/month" in size
     public = resolved(config(network={"vpcCidr": "8.8.0.0/16"}))
     assert any("8.8.0.0/16 is public address space" in w for w in public.warnings)

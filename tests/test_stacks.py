@@ -228,9 +228,11 @@ def test_other_providers_keys_and_real_aws_keys_stay_allowed():
     from conftest import TRAIN_LIKE
 
     from gpu_cluster.infra.config import load_spec
+    from gpu_cluster.infra.validation import ResolvedCluster
 
     config = {**TRAIN_LIKE, "aws:profile": "ml", "random:seed": "1", "kubernetes:context": "x"}
-    assert load_spec(config, "train").node_count == 4
+    spec = load_spec(config, "train")
+    assert isinstance(spec, ResolvedCluster) and spec.node_count == 4
 
 
 def test_a_gpu_request_says_why_it_became_its_type():
@@ -240,6 +242,7 @@ def test_a_gpu_request_says_why_it_became_its_type():
 
     g5_12 = on_demand_hourly("us-east-1", "g5.12xlarge")
     g5_24 = on_demand_hourly("us-east-1", "g5.24xlarge")
+    assert g5_12 is not None and g5_24 is not None
     assert g5_12 < g5_24
     assert note.startswith(f"gpu: A10G x 4 -> g5.12xlarge (${g5_12:,.2f}/h): the cheapest")
     assert f"runners-up: g5.24xlarge (${g5_24:,.2f}/h)" in note

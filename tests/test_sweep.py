@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+from typing import Any
 
 import boto3
 import pytest
@@ -223,10 +225,8 @@ def test_a_leftover_lustre_file_system_is_found_priced_and_deleted():
     stub.assert_no_pending_responses()
 
 
-def _quiet_port() -> tuple[int, object]:
+def _quiet_port() -> tuple[int, socket.socket]:
     """A TCP port that accepts connections and never answers (a black-holed endpoint)."""
-    import socket
-
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
@@ -428,8 +428,11 @@ def build_controls(stack: str) -> dict[str, str]:
 def full_sweeper(stack: str) -> Sweeper:
     from gpu_cluster.infra.cli import SWEPT_SERVICES
 
+    clients: dict[str, Any] = {
+        service: boto3.client(service, region_name=REGION) for service in SWEPT_SERVICES
+    }
     return Sweeper(
-        **{service: boto3.client(service, region_name=REGION) for service in SWEPT_SERVICES},
+        **clients,
         region=REGION,
         stack=stack,
     )
@@ -696,8 +699,11 @@ def test_a_sweep_in_one_region_leaves_the_same_stack_of_another_region_alone():
     )
     from gpu_cluster.infra.cli import SWEPT_SERVICES
 
+    clients: dict[str, Any] = {
+        service: boto3.client(service, region_name="eu-west-1") for service in SWEPT_SERVICES
+    }
     probe = Sweeper(
-        **{service: boto3.client(service, region_name="eu-west-1") for service in SWEPT_SERVICES},
+        **clients,
         region="eu-west-1",
         stack="train",
     )

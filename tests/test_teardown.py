@@ -156,6 +156,7 @@ def test_an_inference_stack_asking_for_a_bucket_of_its_own_is_refused():
 
     config = load_stack_config("inference", ROOT)
     plan = run_plan("inference", {**config, "gpu-cluster:storage": '{"source": "create"}'})
+    assert plan.error is not None
     (problem,) = plan.error.problems
     assert problem.path == "gpu-cluster:storage.source" and problem.received == "create"
     assert problem.fix == "pulumi config set --path storage.source stack"

@@ -198,7 +198,11 @@ def test_the_same_files_as_git_would_commit(tmp_path):
 
 
 def test_same_files_same_digest_whatever_the_order_mtimes_and_modes(tmp_path):
-    files = {"train.py": "print(1)\n", "pkg/a.py": "A = 1\n", "pkg/b/c.txt": "c"}
+    files: dict[str, str | bytes] = {
+        "train.py": "print(1)\n",
+        "pkg/a.py": "A = 1\n",
+        "pkg/b/c.txt": "c",
+    }
     first = tree(tmp_path / "one", files)
     second = tmp_path / "two"
     for name in reversed(list(files)):  # created in another order
@@ -319,7 +323,7 @@ def s3():
         # no bucket policy: moto's in-process S3 denies every request under the stack's
         # tls_only_bucket_policy (it models neither aws:SecureTransport nor s3:TlsVersion);
         # the upload's https URL is asserted instead
-        client.bucket_key = key
+        setattr(client, "bucket_key", key)  # noqa: B010 - a boto3 client has no such attribute
         yield client
 
 
