@@ -17,7 +17,7 @@ import re
 import shlex
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -281,7 +281,9 @@ def test_the_user_data_size_table_is_the_plans():
     from test_user_data_size import LARGEST
 
     rows = section_table(page("docs/concepts/nodes.md"), "| stack | user data | script |")
-    plans = {s: lambda s=s: plan_stack(s) for s in STACKS if s != "data"}
+    plans: dict[str, Callable[[], Plan]] = {
+        s: lambda s=s: plan_stack(s) for s in STACKS if s != "data"
+    }
     plans["largest"] = lambda: run_plan("largest", LARGEST, secret_keys=["gpu-cluster:secrets"])
     assert [r[0].split()[0] for r in rows] == ["dev", "experiment", "train", "inference", "largest"]
     for row in rows:

@@ -313,7 +313,7 @@ def test_a_users_whole_path(moto_server, tmp_path):
         for node in cluster.nodes.values():
             assert node.step("gpu-cluster-jobs", "checkpoint", notice).returncode == 0
         wait_for(lambda: (saved() or {}).get("why") == "signal", what="the notice's checkpoint")
-        at_notice = saved()["step"]
+        at_notice = (saved() or {})["step"]
         moment = time.time()
         cluster.lose(spot)
         (replacement,) = [i for i in running(cluster.ec2) if i["InstanceId"] not in cluster.nodes]
@@ -362,6 +362,6 @@ def test_a_users_whole_path(moto_server, tmp_path):
         assert deploy.s3.get_object(Bucket=bucket, Key="datasets/tokens.bin")["Body"].read() == (
             DATASET
         )
-        assert saved()["step"] >= at_notice
+        assert (saved() or {})["step"] >= at_notice
     finally:
         cluster.close()
