@@ -6,6 +6,7 @@ an editor shows it, and a correct one is not."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -33,9 +34,13 @@ def basedpyright() -> str:
 
 
 def check(*args: str, cwd: Path) -> dict:
+    # as from a shell: not with the tests' PYTHONPATH (tests/model_checked's sitecustomize), which
+    # the checker's interpreter would put on its search paths
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BOTOCORE_LIMITS_RECORD")}
     run = subprocess.run(
         [basedpyright(), "--outputjson", *args],
         cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
