@@ -10,6 +10,7 @@ from pathlib import Path
 
 import botocore_limits
 import pytest
+from hypothesis import settings
 
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.infra.plan.engine import Plan, run_plan
@@ -33,6 +34,11 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
+# Hypothesis' default 200 ms deadline per example is a wall-clock assertion: a busy machine
+# fails it. Timing lives in bench/; examples here are judged by what they return.
+settings.register_profile("house", deadline=None)
+settings.load_profile("house")
+
 ROOT = project_root()
 STACKS = ("data", "dev", "experiment", "inference", "train")
 
@@ -43,6 +49,42 @@ TRAIN_LIKE = {
     "gpu-cluster:nodes": "4",
     "gpu-cluster:storage": '{"source": "stack", "stack": "organization/gpu-cluster/data"}',
 }
+
+
+# Tests that power on harness nodes share this machine's state a real fleet would not: the job
+# user (`ubuntu`) and its groups, torchrun's rendezvous ports, the Docker group. Under
+# pytest-xdist (`-n`), they run in one group, one at a time, while the rest run beside them.
+NODE_FIXTURES = {"make_node", "nodes", "cluster", "imds", "ready_server"}
+NODE_CALLS = ("BootNode(", "Cluster(", "Nodes(")
+# What makes a test take seconds rather than milliseconds: a process, a server, moto's AWS, a
+# whole stack planned in the test itself. `-m "not slow"` (the inner loop) leaves those out.
+SLOW_FIXTURES = {"moto_server", "project_copy", "refreshed", "s3", "ecr"}
+SLOW_CALLS = (
+    "subprocess", "gpuc_at(", "mock_aws", "main([", "plan_stack(", "plan_config(", "run_plan(",
+    "plan_for(", "_plan(", "gpuc(", "outcome(",
+)  # fmt: skip
+
+
+def _source(item: pytest.Item) -> str:
+    import inspect
+
+    function = getattr(item, "function", None)
+    try:
+        return inspect.getsource(function) if function else ""
+    except (OSError, TypeError):
+        return ""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Harness-node tests: one xdist group. Those and the other heavy ones: slow."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        source = _source(item)
+        if fixtures & NODE_FIXTURES or any(call in source for call in NODE_CALLS):
+            item.add_marker(pytest.mark.xdist_group("nodes"))
+            item.add_marker(pytest.mark.slow)
+        elif fixtures & SLOW_FIXTURES or any(call in source for call in SLOW_CALLS):
+            item.add_marker(pytest.mark.slow)
 
 
 def stack_names(

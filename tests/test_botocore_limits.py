@@ -120,6 +120,7 @@ UNTRANSLATABLE = {
 }
 
 
+@pytest.mark.slow  # every pattern of every service model: some 20 s
 def test_every_pattern_of_every_botocore_model_is_translated_but_two_that_are_not_java():
     import botocore.session
 

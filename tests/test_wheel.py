@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# one build at a time: `python -m build` writes the checkout's egg-info and build/ folders
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")
