@@ -75,16 +75,29 @@ def _source(item: pytest.Item) -> str:
         return ""
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Harness-node tests: one xdist group. Those and the other heavy ones: slow."""
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        source = _source(item)
-        if fixtures & NODE_FIXTURES or any(call in source for call in NODE_CALLS):
-            item.add_marker(pytest.mark.xdist_group("nodes"))
-            item.add_marker(pytest.mark.slow)
-        elif fixtures & SLOW_FIXTURES or any(call in source for call in SLOW_CALLS):
-            item.add_marker(pytest.mark.slow)
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Harness-node tests: one xdist group. Those and the other heavy ones: slow. (Marked as each
+    test is collected, before any pytest_collection_modifyitems: xdist's reads the groups.)"""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    source = _source(item)
+    if fixtures & NODE_FIXTURES or any(call in source for call in NODE_CALLS):
+        item.add_marker(pytest.mark.xdist_group("nodes"))
+        item.add_marker(pytest.mark.slow)
+    elif fixtures & SLOW_FIXTURES or any(call in source for call in SLOW_CALLS):
+        item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under `--dist loadgroup` xdist names each grouped test `<id>@<group>`; a test whose group
+    was lost would run beside the rest of its group (see pyproject's pytest pin)."""
+    if session.config.getvalue("loadgroup"):
+        lost = [
+            item.nodeid
+            for item in session.items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid
+        ]
+        if lost:
+            raise pytest.UsageError(f"xdist did not group {len(lost)} tests, e.g. {lost[0]}")
 
 
 def stack_names(
