@@ -156,6 +156,7 @@ def child_plan(size: Size, replay_out: str | None) -> dict[str, Any]:
 
     import gpu_cluster.infra.config
     import gpu_cluster.infra.program
+    import gpu_cluster.infra.stack_files
     import gpu_cluster.infra.validation  # noqa: F401  (imported lazily by infra.config)
     from gpu_cluster.infra.plan.engine import run_plan
 

@@ -90,7 +90,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Under `--dist loadgroup` xdist names each grouped test `<id>@<group>`; a test whose group
     was lost would run beside the rest of its group (see pyproject's pytest pin)."""
-    if session.config.getvalue("loadgroup"):
+    if getattr(session.config.option, "loadgroup", False):  # set on xdist workers only
         lost = [
             item.nodeid
             for item in session.items

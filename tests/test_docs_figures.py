@@ -325,6 +325,40 @@ def test_the_benchmarks_plan_sizes_are_todays():
     assert shown == bench_sizes_table()
 
 
+PUBLISHED = ROOT / "bench" / "published"  # the runs the page reports, as the benches wrote them
+
+
+def published_timing_tables() -> str:
+    """The page's timing tables, rendered from the recorded runs (bench/published/*.json)."""
+    scale = json.loads((PUBLISHED / "plan_scale.json").read_text())
+    lines = [
+        "| GPUs | nodes | resources (custom) | plan s | floor s | plan/floor "
+        "| peak RSS MiB plan / floor |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in scale["rows"]:
+        lines.append(
+            f"| {row['gpus']} | {row['label']} | {row['resources']} ({row['custom']}) | "
+            f"{row['plan_s']:.3f} | {row['floor_s']:.3f} | {row['plan_s'] / row['floor_s']:.2f} | "
+            f"{row['plan_rss_mib']:.0f} / {row['floor_rss_mib']:.0f} |"
+        )
+    lines += ["", "| baseline exit | gpuc plan s (cpu) | baseline s (cpu) | ratio |"]
+    lines += ["|---|---:|---:|---:|"]
+    for name in ("plan_overhead.json", "plan_overhead_freeze.json"):
+        run = json.loads((PUBLISHED / name).read_text())
+        gpuc, base = run["gpuc"], run["baseline"]
+        lines.append(
+            f"| {run['baseline_exit']} | {gpuc['median_s']:.3f} ({gpuc['median_cpu_s']:.3f}) | "
+            f"{base['median_s']:.3f} ({base['median_cpu_s']:.3f}) | {run['ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def test_the_benchmarks_timings_are_the_recorded_runs():
+    shown = between(page("docs/benchmarks.md"), "<!-- bench: published timings -->", "<!-- /bench")
+    assert shown == published_timing_tables()
+
+
 # --- the deployer's IAM actions ------------------------------------------------------------
 
 # Each module that calls AWS outside Pulumi, by its file name, and who runs it.
