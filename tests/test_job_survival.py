@@ -268,9 +268,13 @@ def test_the_job_survives_losing_the_rendezvous_host_and_any_other_node_and_neve
         cluster.node(instance)
     host, second, third = (i["InstanceId"] for i in instances)
     spec = start_job(cluster)
+    # elastic (--nnodes 1:3, last call 3 s): on a busy machine the first node may start
+    # training before the others arrive, and the group re-forms as they join; what counts is
+    # that all three train together before a node is lost
+    wait_for(lambda: len(started_after(sim, 0, 3)) >= 3, what="3 nodes in one rendezvous")
     wait_for(lambda: step_now(sim) >= 30, what="3 nodes training")
-    first = [e for e in events(sim) if e["event"] == "start"]
-    assert {e["world"] for e in first} == {3}
+    first = started_after(sim, 0, 3)
+    assert len({e["node"] for e in first}) == 3
     # the job ran where the README says: the job user's home, where train.py is
     assert all(e["cwd"].endswith(f"/root/home/{JOB_USER}") for e in first)
     assert report(cluster.ssm, host)["detail"].startswith("rendezvous ")
