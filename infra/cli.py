@@ -793,7 +793,7 @@ class UsageError(Exception):
 
 
 # Help for the flags many commands share, where a command gives none of its own (shown by
-# `gpuc <command> --help` and in the docs site's CLI reference, infra/reference.py).
+# `gpuc <command> --help` and in the docs site's CLI reference, infra/reference/).
 SHARED_HELP = {
     "--stack": "stack name: stacks/Pulumi.<stack>.yaml",
     "--json": "print JSON instead of text",

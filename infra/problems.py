@@ -13,7 +13,7 @@ from typing import Any
 NOT_SET = "(not set)"
 
 # `gpuc` exit codes (infra/outcome.py reports them; the docs site's exit-code reference is
-# generated from EXIT_CODES, infra/reference.py)
+# generated from EXIT_CODES, infra/reference/)
 OK = 0
 INTERNAL = 1
 USAGE = 2

@@ -1,4 +1,4 @@
-"""The docs site's reference pages are generated from the code (infra/reference.py,
+"""The docs site's reference pages are generated from the code (infra/reference/,
 docs/hooks/reference.py): each page covers everything its source holds, the stack file schema
 accepts every stack file of the repository and refuses what the config loader refuses, and the
 site builds in strict mode."""
@@ -23,6 +23,9 @@ from gpu_cluster.infra import pulumi_yaml, reference
 from gpu_cluster.infra.cli import parser as gpuc_parser
 from gpu_cluster.infra.config import load_spec, parse_spec
 from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.reference.commands import _metavar
+from gpu_cluster.infra.reference.keys import ROLES, stages_of
+from gpu_cluster.infra.reference.markdown import slug
 from gpu_cluster.infra.spec import CONFIG_KEYS, PROJECT, StackSpec
 from gpu_cluster.infra.stack_files import load_stack_config, project_root, to_config_value
 from gpu_cluster.policy.pack import CONTROLS
@@ -141,8 +144,8 @@ def test_samples_cover_every_settable_key():
 
 @pytest.mark.parametrize("key", sorted(SAMPLES))
 def test_the_stages_column_is_what_the_checks_enforce(key):
-    refused = {role for role in reference.ROLES if refused_for_role(key, role)}
-    assert set(reference.stages_of(key)) == set(reference.ROLES) - refused
+    refused = {role for role in ROLES if refused_for_role(key, role)}
+    assert set(stages_of(key)) == set(ROLES) - refused
 
 
 def subcommands(parser: argparse.ArgumentParser, prefix: str = "gpuc"):
@@ -165,12 +168,12 @@ def test_every_command_and_flag_is_on_the_cli_page():
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
                 continue
-            names = action.option_strings or [reference._metavar(action)]
+            names = action.option_strings or [_metavar(action)]
             for option in names:
                 assert f"`{option}`" in sections[name], (name, option)
             if action.help and action.help != argparse.SUPPRESS:
                 assert action.help.replace("|", "\\|") in sections[name], (name, action.help)
-        assert f"[`{name}`](#{reference.slug(name)})" in page  # the command table links it
+        assert f"[`{name}`](#{slug(name)})" in page  # the command table links it
     assert "`--version`" in page.split("\n## ")[0]
 
 

@@ -1,6 +1,6 @@
 """MkDocs hook: the reference pages, generated from the code when the site is built.
 
-infra/reference.py returns each page (config keys, gpuc commands, exit codes, audit controls,
+infra/reference/ returns each page (config keys, gpuc commands, exit codes, audit controls,
 the stack file schema and its JSON Schema); here they join the site's files, so they exist in
 the built site only and are never written twice. A file of the same path in docs/ is an error.
 """
@@ -18,7 +18,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     for path, content in pages(config.site_url).items():
         if files.get_file_from_path(path) is not None:
             raise PluginError(
-                f"docs/{path} is generated from the code (infra/reference.py); remove the file"
+                f"docs/{path} is generated from the code (infra/reference/); remove the file"
             )
         files.append(File.generated(config, path, content=content))
     return files
