@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from gpu_cluster.infra import api
+from gpu_cluster.infra import api_settings
 from gpu_cluster.infra.spec import StackSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,9 +180,9 @@ def _model(annotation: object) -> type[BaseModel] | None:
 
 
 def _typed_dict(annotation: object) -> type | None:
-    """The TypedDict an annotation of infra/api.py names (its annotations are forward refs)."""
+    """The TypedDict an annotation of infra/api_settings.py names (annotations are forward refs)."""
     names = re.findall(r"\b[A-Z]\w*Settings\b", getattr(annotation, "__forward_arg__", ""))
-    return getattr(api, names[0]) if names else None
+    return getattr(api_settings, names[0]) if names else None
 
 
 def test_the_typed_arguments_are_the_stack_files_keys():
@@ -191,11 +191,11 @@ def test_the_typed_arguments_are_the_stack_files_keys():
     spec = set(StackSpec.model_fields)
     arguments = {"region", "role", "cluster_name", "secrets"}  # arguments of their own
     data_only = {"audit_trail", "ebs_encryption_by_default", "snapshot_block_public_access"}
-    cluster = _keys(api.ClusterSettings)
+    cluster = _keys(api_settings.ClusterSettings)
     assert cluster | arguments | {"inference"} | data_only == spec
-    assert _keys(api.ServingSettings) == cluster | {"inference"}
-    assert _keys(api.NodeGroupSettings) < cluster
-    assert _keys(api.DataSettings) == data_only | {"bucket", "storage", "tags"}
+    assert _keys(api_settings.ServingSettings) == cluster | {"inference"}
+    assert _keys(api_settings.NodeGroupSettings) < cluster
+    assert _keys(api_settings.DataSettings) == data_only | {"bucket", "storage", "tags"}
 
     def nested(settings: type, model: type[BaseModel]) -> None:
         hints = settings.__annotations__
@@ -207,8 +207,8 @@ def test_the_typed_arguments_are_the_stack_files_keys():
                 assert typed is not None, f"{settings.__name__}.{name}"
                 nested(typed, inner)
 
-    hints = api.ServingSettings.__annotations__
-    for name in _keys(api.ServingSettings):
+    hints = api_settings.ServingSettings.__annotations__
+    for name in _keys(api_settings.ServingSettings):
         inner = _model(StackSpec.model_fields[name].annotation)
         if inner is not None:
             typed = _typed_dict(hints[name])
