@@ -171,7 +171,8 @@ class Cluster:
     def node(self, instance: dict) -> BootNode:
         """A node past its boot steps: health passed, the node list built from EC2."""
         address = instance["PrivateIpAddress"]
-        subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True)
+        # `replace`, not `add`: an address a killed run left on lo is taken over, not an error
+        subprocess.run(["ip", "addr", "replace", f"{address}/32", "dev", "lo"], check=True)
         self.addresses.append(address)
         imds = FakeImds(
             instance_id=instance["InstanceId"], vpc_id=self.vpc, local_ipv4=address
