@@ -179,6 +179,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         for check in checks:
             print(f"  {check.status.upper():<5} {check.name:<18} {check.detail}")
             if check.fix and check.status != "pass":
+    for warning in spec.warnings:  # as `gpuc plan` prints them (a stack file's 010 is 8)
+        print(f"warning: {warning}", file=sys.stderr)
                 print(f"        fix: {check.fix}")
     return AWS if any(check.status == FAIL for check in checks) else OK
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, get_args
 
 import pulumi
@@ -12,7 +13,13 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
-from gpu_cluster.infra.examples import whole_number_example
+from gpu_cluster.infra.examples import (
+    means_no_limit,
+    number_example,
+    off_switch,
+    optional,
+    whole_number_example,
+)
 from gpu_cluster.infra.namespaces import namespace_problems
 from gpu_cluster.infra.secrets_config import secret_names
 from gpu_cluster.infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
@@ -156,6 +163,8 @@ def _allowed(error: ErrorDetails) -> str:
         return f"a whole number {bound} {ctx.get('ge', ctx.get('le'))}"
     if kind == "greater_than":
         return f"a number greater than {ctx.get('gt'):g}"
+    if kind == "finite_number":
+        return "a finite number (not inf or nan), e.g. 12.5"
     if kind.startswith("float"):
         return "a number, e.g. 12.5"
     if kind.startswith("int"):
@@ -199,6 +208,24 @@ def _example(error: ErrorDetails) -> str:
     if kind == "value_error":
         return "4"
     return "<value>"
+
+
+NOT_FINITE = (
+    "not a finite number: infinity and NaN (inf, .inf, Infinity, nan) mean no price, budget, "
+    "percentage or target"
+)
+
+
+def value_fix(loc: tuple[Any, ...], received: Any, example: str) -> str:
+    """Set the field to ``example``; where the user meant "off" or "no cap", say that instead:
+    idleStop.minutes off -> idleStop.enabled false, spot.maxPrice inf -> unset (no cap)."""
+    switch = off_switch(loc, received)
+    path = config_path(loc).split(":", 1)[1]
+    if switch is not None:
+        return f"pulumi config rm --path {path} && {set_command(switch, 'false')}"
+    if means_no_limit(received) and optional(loc) and len(loc) > 1:
+        return f"pulumi config rm --path {path} (unset: no cap of its own)"
+    return set_command(loc, example)
 
 
 def original_value(raw: Any, loc: tuple[Any, ...], fallback: Any) -> Any:
@@ -252,10 +279,12 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
             )
         else:
             received = original_value(raw, loc, item.get("input", NOT_SET))
-            example = (
-                whole_number_example(loc, received) if kind == "value_error" else _example(item)
-            )
-            fix = set_command(loc, example)
+            example = _example(item)
+            if kind == "value_error":
+                example = whole_number_example(loc, received)
+            elif kind.startswith("float") or kind in ("greater_than", "finite_number"):
+                example = number_example(loc, received)
+            fix = value_fix(loc, received, example)
             if kind == "list_type" and isinstance(received, str) and len(loc) > 1:
                 # a string where a list belongs: that string as the list's one item
                 path = config_path(loc).split(":", 1)[1]
@@ -267,7 +296,9 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
                 Problem(
                     path=config_path(loc),
                     received=received,
-                    problem=item["msg"].removeprefix("Value error, "),
+                    problem=NOT_FINITE
+                    if kind == "finite_number"
+                    else item["msg"].removeprefix("Value error, "),
                     allowed=(
                         f"a whole number written with digits, e.g. {example}"
                         if kind == "value_error"
@@ -320,6 +351,14 @@ def local_stacks() -> list[str]:
         return []
 
 
+def file_number_warnings(stack: str, config: dict[str, str]) -> list[str]:
+    """The stack file's numbers that Pulumi reads otherwise than a person does (010 is 8),
+    where the config still holds them: `pulumi up` logs them, gpuc prints them."""
+    from gpu_cluster.infra.stack_files import number_warnings
+
+    return number_warnings(stack, config)
+
+
 def load_spec(config: Mapping[str, str], stack: str) -> ResolvedCluster | ResolvedData:
     """Shape checks, then meaning checks; every problem is raised at once as a ConfigError."""
     from gpu_cluster.infra.validation import resolve
@@ -332,7 +371,8 @@ def load_spec(config: Mapping[str, str], stack: str) -> ResolvedCluster | Resolv
         problems += [p for p in meaning if not _is_about(p, dropped)]
         if not problems:
             assert resolved is not None  # resolve: a spec whenever there is no problem
-            return resolved
+            notes = tuple(file_number_warnings(stack, dict(config)))
+            return replace(resolved, warnings=(*notes, *resolved.warnings)) if notes else resolved
     raise ConfigError(stack, problems, dict(config))
 
 

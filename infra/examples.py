@@ -1,17 +1,25 @@
 """The value a fix proposes: one that passes the field's own bounds, taken from what the user
 wrote where that is clear (500GB -> 500, 30m -> 30 minutes, 10m -> 600 seconds, 1.2TB -> 1200
-GiB), else the field's default, else its minimum."""
+GiB, $300 -> 300, off -> 0 where 0 is off), else the field's default, else its minimum."""
 
 from __future__ import annotations
 
 import re
 from typing import Any, TypeGuard
 
-from annotated_types import Ge, Le
+from annotated_types import Ge, Gt, Le
 from pydantic import BaseModel
 
 from gpu_cluster.infra.spec import StackSpec
 
+# a number as people write money, rates and percentages: $300, 300 USD, 1,000, $2.50/h, 5 %
+NUMBER_AS_WRITTEN = re.compile(
+    r"^\s*(?:US)?\$?\s*([0-9][0-9,_]*(?:\.[0-9]+)?|\.[0-9]+)\s*"
+    r"(?:\$|usd|dollars?|%|percent|/\s*(?:h|hr|hour|mo|month))?\s*$",
+    re.IGNORECASE,
+)
+# words for "no limit" / "not at all" that a user types for a number
+OFF_WORDS = frozenset({"off", "none", "no", "never", "disabled", "disable", "false", "0"})
 NUMBER_WITH_UNIT = re.compile(r"^\s*\+?([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 # unit -> factor, by what the field counts (its name ends with it)
 FACTORS = {
@@ -66,6 +74,8 @@ def whole_number_example(loc: tuple[Any, ...], received: Any) -> str:
         return "4"
     name, info = found
     low, high = bounds(info)
+    if _is_off(received) and (low is None or low <= 0) and (high is None or high >= 0):
+        return "0"  # off for a timeout or a count that allows 0 (0: off)
     guess = _from_units(name, received)
     if guess is None:
         default = info.default
@@ -86,3 +96,66 @@ def _from_units(name: str, received: Any) -> int | None:
     factors = next((f for suffix, f in FACTORS.items() if name.endswith(suffix)), {"": 1})
     factor = factors.get(match[2].lower())
     return None if factor is None else round(float(match[1]) * factor)
+
+
+def number_example(loc: tuple[Any, ...], received: Any) -> str:
+    """A number the float field at ``loc`` accepts: the one written in ``received`` ($300 ->
+    300, 2.5/h -> 2.5) when it is inside the bounds, else the field's default, else 12.5."""
+    found = field_at(loc)
+    written = _number_as_written(received)
+    if found is None:
+        return f"{written:g}" if written is not None else "12.5"
+    low, high = bounds(found[1])
+    above = next((m.gt for m in found[1].metadata if isinstance(m, Gt) and _numeric(m.gt)), None)
+    for guess in (written, found[1].default, 12.5, low, high):
+        if not _numeric(guess) or isinstance(guess, bool):
+            continue
+        inside = (low is None or guess >= low) and (high is None or guess <= high)
+        if inside and (above is None or guess > above):
+            return f"{guess:g}"
+    return "12.5"
+
+
+def _number_as_written(received: Any) -> float | None:
+    match = NUMBER_AS_WRITTEN.match(str(received)) if received is not None else None
+    if not match:
+        return None
+    try:
+        return float(match[1].replace(",", "").replace("_", ""))
+    except ValueError:
+        return None
+
+
+def means_no_limit(received: Any) -> bool:
+    """+infinity as a user writes it for "no cap": inf, Infinity, .inf, 1e999."""
+    text = str(received).strip().lower().replace(".inf", "inf")
+    try:
+        return float(text) == float("inf")
+    except ValueError:
+        return False
+
+
+def optional(loc: tuple[Any, ...]) -> bool:
+    """The field at ``loc`` may be left out (its default is unset)."""
+    found = field_at(loc)
+    return found is not None and found[1].default is None
+
+
+def _is_off(received: Any) -> bool:
+    if isinstance(received, int) and not isinstance(received, bool):
+        return received == 0
+    return isinstance(received, str) and received.strip().lower() in OFF_WORDS
+
+
+def off_switch(loc: tuple[Any, ...], received: Any) -> tuple[Any, ...] | None:
+    """``off`` (none, never, ...) for a number that cannot be 0, in a mapping with an
+    ``enabled`` switch (idleStop.minutes: off): that switch's location, to set it false."""
+    found = field_at(loc)
+    if found is None or not _is_off(received) or len(loc) < 2:
+        return None
+    low, _ = bounds(found[1])
+    parent = field_at(loc[:-1])
+    model = _model_of(parent[1].annotation) if parent else None
+    if (low is None or low <= 0) or model is None or "enabled" not in model.model_fields:
+        return None
+    return (*loc[:-1], "enabled")

@@ -359,6 +359,10 @@ def with_block_end(spec: ResolvedCluster, facts: ReservationFacts | None) -> Res
     before it, the alert topic is warned an hour before that), unless expiresAt is earlier."""
     if not isinstance(spec.purchase, CapacityBlock) or facts is None or facts.end_date is None:
         return spec
+    for warning in spec.warnings:
+        pulumi.log.warn(warning)
+    if spec.warnings:  # a data stack's outputs stay as they were without any
+        pulumi.export("configWarnings", list(spec.warnings))
     end = facts.end_date.astimezone(UTC)
     stop = end - BLOCK_END_MARGIN
     controls = spec.cost_controls

@@ -64,6 +64,10 @@ def true_or_false(value: Any) -> Any:
 
 ConfigBool = Annotated[bool, BeforeValidator(true_or_false)]
 
+# Config numbers are finite: pydantic's float also takes inf, nan and Infinity (as numbers or
+# strings), and no price, budget, percentage or target means that (its error: finite_number).
+ConfigFloat = Annotated[float, Field(allow_inf_nan=False)]
+
 
 class StrictModel(BaseModel):
     # A number where text is expected is the text of its digits, as the program receives it
@@ -197,7 +201,7 @@ class AmiSpec(StrictModel):
 class SpotSpec(StrictModel):
     """Spot settings (purchaseOption: spot)."""
 
-    max_price: float | None = Field(
+    max_price: ConfigFloat | None = Field(
         default=None, gt=0, description="USD per instance-hour (unset: up to the on-demand price)"
     )
     on_demand_base: ConfigInt = Field(
@@ -240,7 +244,7 @@ class IdleStopSpec(StrictModel):
     minutes: ConfigInt | None = Field(
         default=None, ge=10, le=1440, description="idle this long (a multiple of 5) before the stop"
     )
-    below_percent: float | None = Field(
+    below_percent: ConfigFloat | None = Field(
         default=None, gt=0, le=100, description="idle: GPU utilization under this percentage"
     )
 
@@ -257,7 +261,7 @@ class ScheduleSpec(StrictModel):
 class BudgetSpec(StrictModel):
     """A monthly AWS Budget on the stack's resources, alerting at 80 % and 100 %."""
 
-    monthly_usd: float = Field(gt=0, description="the monthly budget in USD")
+    monthly_usd: ConfigFloat = Field(gt=0, description="the monthly budget in USD")
     stop_at_limit: ConfigBool = Field(
         default=False, description="dev box only: a budget action stops it at 100 %"
     )
@@ -319,7 +323,7 @@ class InferenceScalingSpec(StrictModel):
     metric: Literal["requestCount", "gpuUtilization"] = Field(
         default="requestCount", description="what the node group scales on"
     )
-    target: float = Field(
+    target: ConfigFloat = Field(
         default=100,
         gt=0,
         description="requests per node per minute, or GPU utilization % (1-100)",

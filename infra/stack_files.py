@@ -10,6 +10,7 @@ import yaml
 
 from gpu_cluster.infra import pulumi_yaml
 from gpu_cluster.infra.suggest import suggest
+from gpu_cluster.infra.yaml_numbers import non_finite, path_text, still_set, surprising_numbers
 
 PROJECT_FILE = "Pulumi.yaml"
 
@@ -61,9 +62,18 @@ def project_defaults(root: Path) -> dict[str, str]:
     project = read_project(root)
     name = project.get("name", "")
     config = project.get("config")
+    config = config if isinstance(config, dict) else {}
+    refused = [
+        found
+        for key, spec in config.items()
+        if isinstance(spec, dict)
+        for found in non_finite(spec.get("default"), (f"{name}:{key}", "default"))
+    ]
+    if refused:
+        raise StackFileError(non_finite_message(root / PROJECT_FILE, refused))
     return {
         f"{name}:{key}": to_config_value(spec["default"])
-        for key, spec in (config if isinstance(config, dict) else {}).items()
+        for key, spec in config.items()
         if isinstance(spec, dict) and "default" in spec
     }
 
@@ -120,5 +130,29 @@ def load_stack_config(stack: str, root: Path | None = None) -> dict[str, str]:
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise StackFileError(f"{path}: 'config:' must be a mapping of key: value")
+    refused = [found for key, value in config.items() for found in non_finite(value, (str(key),))]
+    if refused:
+        raise StackFileError(non_finite_message(path, refused))
     values = {str(key): to_config_value(value) for key, value in config.items()}
     return {**project_defaults(root), **values}
+
+
+def non_finite_message(path: Path, refused: list[tuple[tuple[str | int, ...], float]]) -> str:
+    """Pulumi cannot load a stack file holding .inf or .nan (infra/yaml_numbers.py)."""
+    where = ", ".join(f"{path_text(at)}: {pulumi_yaml.flow(value)}" for at, value in refused)
+    return (
+        f"{path}: {where}: Pulumi cannot hand infinity or NaN to a program (loading the stack "
+        "file fails: json: unsupported value); write a finite number, or leave the key out "
+        "where unset means no limit (e.g. spot.maxPrice)"
+    )
+
+
+def number_warnings(stack: str, config: dict[str, str], root: Path | None = None) -> list[str]:
+    """Numbers of the stack's file that Pulumi reads otherwise than a person does (010 is 8),
+    where ``config`` still holds them; none without a readable stack file."""
+    try:
+        path = stacks_dir(root or project_root()) / f"Pulumi.{stack}.yaml"
+        notes = surprising_numbers(path.read_text(encoding="utf-8-sig"))
+    except (StackFileError, OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []
+    return [note.warning() for note in notes if still_set(config, note)]

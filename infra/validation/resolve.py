@@ -124,6 +124,7 @@ class ResolvedData:
 
 def serving_view(spec: StackSpec) -> StackSpec:
     """An inference stack checked as a cluster: its first zone, and its largest size."""
+    warnings: tuple[str, ...] = ()  # valid, perhaps not what was meant (the stack file's 010)
     settings = spec.inference
     if settings is None:
         return spec
