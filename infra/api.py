@@ -28,12 +28,22 @@ from gpu_cluster.components.node_group import GpuNodeGroup as NodeGroupComponent
 from gpu_cluster.components.node_group import GpuNodeGroupArgs as NodeGroupComponentArgs
 from gpu_cluster.components.serving_stack import ServingStack
 from gpu_cluster.infra import program
+from gpu_cluster.infra.api_arguments import (
+    args_problem,
+    name_problem,
+    node_group_input_problems,
+    opts_problem,
+    secret_values,
+    settings_problems,
+    value_problems,
+)
 from gpu_cluster.infra.api_settings import (
     ClusterSettings,
     DataSettings,
     NodeGroupSettings,
     ServingSettings,
 )
+from gpu_cluster.infra.blame import caller_site
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.errors import ConfigError, render_problem
 from gpu_cluster.infra.network_check import with_network_facts, with_subnet_zone
@@ -73,12 +83,14 @@ class ArgumentError(ConfigError):
 
     def __init__(self, component: str, name: str, problems: list[Problem]) -> None:
         self.component = component
+        self.site = caller_site()  # the user's line that made the component
         named = [as_argument(component, p) for p in problems]
         super().__init__(name, named)
+        where = f" (at {self.site})" if self.site else ""
         self.args = (
             "\n".join(
                 [
-                    f"{component}('{name}') has {len(named)} argument problem"
+                    f"{component}({name!r}){where} has {len(named)} argument problem"
                     f"{'s' if len(named) != 1 else ''}; nothing was created:",
                     *(render_problem(problem) for problem in named),
                 ]
@@ -100,6 +112,8 @@ FIX_COMMAND = re.compile(
 
 
 def as_argument(component: str, problem: Problem) -> Problem:
+    if problem.path.startswith(component):  # the Args object, the name, opts: named already
+        return problem
     path = problem.path.split(":", 1)[1] if problem.path.startswith(f"{PROJECT}:") else problem.path
     argument = f"{component}Args.{snake(path)}" if path != "region" else "region"
 
@@ -107,6 +121,15 @@ def as_argument(component: str, problem: Problem) -> Problem:
         verb, key, value = match[1], snake(match[2].split(":", 1)[-1]), match[3]
         return f"leave out {key}," if verb == "rm" else f"set {key}={value or '<value>'}"
 
+    if path == "clusterName":  # the component's name is the cluster's name (OWNED)
+        suggested = FIX_COMMAND.search(problem.fix)
+        better = suggested[3] if suggested and suggested[3] else "<name>"
+        return dataclasses.replace(
+            problem,
+            path=f"{component}(name)",
+            problem=problem.problem.replace("clusterName", "the component's name"),
+            fix=f"name it {component}({better!r}, ...)",
+        )
     unknown_key = problem.problem.startswith("unknown key")
     return dataclasses.replace(
         problem,
@@ -175,19 +198,36 @@ def _restore(value: Any, inputs: Mapping[str, pulumi.Output]) -> Any:
     return value
 
 
+def covered(problem: Problem, early: list[Problem]) -> bool:
+    """A stack-file problem about a value whose Python kind was already refused."""
+    return any(
+        problem.path == e.path or problem.path.startswith((f"{e.path}.", f"{e.path}["))
+        for e in early
+    )
+
+
 def resolve(
-    component: str, role: str, name: str, region: str | None, settings: Mapping[str, Any]
+    component: str,
+    role: str,
+    name: str,
+    region: str | None,
+    settings: Mapping[str, Any],
+    early: list[Problem] | None = None,
 ) -> ResolvedCluster | ResolvedData:
     """The resolved spec, with each stand-in replaced by its input again; ArgumentError when
-    anything is wrong (the network and a reservation are checked as the program checks them)."""
+    anything is wrong (the network and a reservation are checked as the program checks them),
+    with the ``early`` problems of the arguments' Python values (check_arguments) first."""
     require_supported_pulumi()  # as infra/__main__.py: an SDK or CLI too old is a message
+    early = [as_argument(component, p) for p in early or []]
+    if any(p.path == "region" for p in early):
+        region = None  # refused already; the rest is checked in the default region
     config, inputs = stack_config(role, name, region, settings)
     plain = [p.removeprefix("plain:") for p in inputs if p.startswith("plain:")]
-    if plain:
-        raise ArgumentError(
-            component,
-            name,
-            [
+    early += [  # an Output in a key the Args' types do not mark as an input
+        problem
+        for problem in (
+            as_argument(
+                component,
                 Problem(
                     path=f"{PROJECT}:{path}",
                     received="a Pulumi Output",
@@ -195,10 +235,12 @@ def resolve(
                     allowed="the value itself; Outputs may stand only for ids and names: "
                     + ", ".join(snake(p) for p in STAND_INS),
                     fix="pass the value itself (read it from pulumi.Config, not an Output)",
-                )
-                for path in plain
-            ],
+                ),
+            )
+            for path in plain
         )
+        if not covered(problem, early)
+    ]
     try:
         if not inputs:
             config = with_subnet_zone(config, program.network_lookup)
@@ -210,7 +252,10 @@ def resolve(
                 spec, program.check_reservation(spec, program.live_lookup)
             )
     except ConfigError as error:
-        raise ArgumentError(component, name, error.problems) from None
+        later = [p for p in error.problems if not covered(as_argument(component, p), early)]
+        raise ArgumentError(component, name, [*early, *later]) from None
+    if early:
+        raise ArgumentError(component, name, early)
     if isinstance(spec, ResolvedCluster) and spec.existing_network is not None:
         existing = spec.existing_network
         spec = dataclasses.replace(
@@ -246,10 +291,36 @@ def resolve(
 
 class _Args:
     role = "cluster"
+    keywords: type = ClusterSettings  # the TypedDict of the keyword arguments
 
     def __init__(self, region: str | None = None, **settings: Any) -> None:
         self.region = region
         self.settings: dict[str, Any] = settings
+        self.given: dict[str, Any] = dict(settings)  # as the user passed them, checked first
+
+
+def check_arguments(
+    component: str, name: Any, args: Any, expected: type[_Args], opts: Any
+) -> list[Problem]:
+    """The problems of the arguments' Python values (infra/api_arguments.py), seen before they
+    are read as a stack's config; ArgumentError at once when the name, the Args object or opts
+    is not what a component takes."""
+    problems = [
+        p
+        for p in (
+            name_problem(component, name),
+            args_problem(component, name, args, expected),
+            opts_problem(component, name, opts),
+        )
+        if p is not None
+    ]
+    if problems:
+        raise ArgumentError(component, str(name), problems)
+    return [
+        *value_problems(args.region, str | None, "region"),
+        *settings_problems(args.given, args.keywords),
+        *getattr(args, "input_problems", []),
+    ]
 
 
 class GpuClusterArgs(_Args):
@@ -265,12 +336,16 @@ class GpuClusterArgs(_Args):
         secrets: Mapping[str, pulumi.Input[str]] | None = None,
         **settings: Unpack[ClusterSettings],
     ) -> None:
-        self.secret_values: dict[str, pulumi.Input[str]] = dict(secrets or {})
+        given = secrets if isinstance(secrets, Mapping) else {}
+        self.secret_values, self.input_problems, self.warnings = secret_values(given)
+        if secrets is not None and not isinstance(secrets, Mapping):
+            self.input_problems += value_problems(secrets, Mapping[str, str], "secrets")
         values: dict[str, Any] = dict(settings)
         if self.secret_values:
             # the config holds the values; only their names are checked (never shown)
             values["secrets"] = {name: {"secure": "input"} for name in self.secret_values}
         super().__init__(region, **values)
+        self.given = dict(settings)
 
 
 class GpuCluster(ClusterComponent):
@@ -286,7 +361,10 @@ class GpuCluster(ClusterComponent):
     def __init__(
         self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        spec = resolve("GpuCluster", "cluster", name, args.region, args.settings)
+        early = check_arguments("GpuCluster", name, args, GpuClusterArgs, opts)
+        for warning in args.warnings:
+            pulumi.log.warn(f"GpuClusterArgs.{warning}")
+        spec = resolve("GpuCluster", "cluster", name, args.region, args.settings, early)
         assert isinstance(spec, ResolvedCluster)
         if spec.inference is not None:
             raise ArgumentError(
@@ -316,6 +394,7 @@ class InferenceServiceArgs(_Args):
     "load_balancer_subnet_ids"}``."""
 
     role = "inference"
+    keywords = ServingSettings
 
     def __init__(self, region: str | None = None, **settings: Unpack[ServingSettings]) -> None:
         super().__init__(region, **settings)
@@ -327,7 +406,8 @@ class InferenceService(ServingStack):
     def __init__(
         self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        spec = resolve("InferenceService", "inference", name, args.region, args.settings)
+        early = check_arguments("InferenceService", name, args, InferenceServiceArgs, opts)
+        spec = resolve("InferenceService", "inference", name, args.region, args.settings, early)
         assert isinstance(spec, ResolvedCluster)
         self.spec = spec
         super().__init__(name, program.serving_args(spec), opts)
@@ -339,6 +419,7 @@ class DataStoreArgs(_Args):
     ``ebs_encryption_by_default``, ``snapshot_block_public_access``, ``tags``."""
 
     role = "data"
+    keywords = DataSettings
 
     def __init__(self, region: str | None = None, **settings: Unpack[DataSettings]) -> None:
         values: dict[str, Any] = dict(settings)
@@ -346,6 +427,7 @@ class DataStoreArgs(_Args):
         bucket = {"bucket": values.pop("bucket")} if "bucket" in values else {}
         values.setdefault("storage", {"source": "create", **bucket})
         super().__init__(region, **values)
+        self.given = dict(settings)
 
 
 class DataStore(DataVault):
@@ -354,7 +436,8 @@ class DataStore(DataVault):
     def __init__(
         self, name: str, args: DataStoreArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        spec = resolve("DataStore", "data", name, args.region, args.settings)
+        early = check_arguments("DataStore", name, args, DataStoreArgs, opts)
+        spec = resolve("DataStore", "data", name, args.region, args.settings, early)
         assert isinstance(spec, ResolvedData)
         self.spec = spec
         super().__init__(name, program.vault_args(spec), opts)
@@ -366,6 +449,8 @@ class GpuNodeGroupArgs(_Args):
     ``user_data``: ``instance_type`` (or ``gpu``/``gpus_per_node``), ``nodes``,
     ``availability_zone``, ``efa``, ``purchase_option`` (and ``spot``, ``capacity_reservation``,
     ``capacity_block``), ``ami`` and ``root_volume`` as in a stack file. The ids may be Outputs."""
+
+    keywords = NodeGroupSettings
 
     def __init__(
         self,
@@ -384,9 +469,11 @@ class GpuNodeGroupArgs(_Args):
             "kms_key_arn": kms_key_arn,
             "user_data": user_data,
         }
+        self.input_problems = node_group_input_problems(self.inputs)
         values: dict[str, Any] = dict(settings)
         values.setdefault("storage", {"source": "create"})  # a node group has no storage
         super().__init__(region, **values)
+        self.given = dict(settings)
 
 
 class GpuNodeGroup(NodeGroupComponent):
@@ -396,7 +483,8 @@ class GpuNodeGroup(NodeGroupComponent):
     def __init__(
         self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        spec = resolve("GpuNodeGroup", "cluster", name, args.region, args.settings)
+        early = check_arguments("GpuNodeGroup", name, args, GpuNodeGroupArgs, opts)
+        spec = resolve("GpuNodeGroup", "cluster", name, args.region, args.settings, early)
         assert isinstance(spec, ResolvedCluster)
         self.spec = spec
         ami = resolve_ami(

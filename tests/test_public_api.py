@@ -99,7 +99,10 @@ def test_wrong_arguments_name_the_argument_and_create_nothing(tmp_path):
         "GpuClusterArgs.idel_stop",
     } <= paths
     text = str(plan.error)
-    assert text.startswith("GpuCluster('train') has 4 argument problems; nothing was created")
+    assert (
+        text.startswith(f"GpuCluster('train') (at {tmp_path / '__main__.py'}:")
+        and " has 4 argument problems; nothing was created" in text.splitlines()[0]
+    )
     assert "set instance_type=p4d.24xlarge" in text and "'idle_stop'" in text
     assert "pulumi config" not in text
     assert [r.type for r in plan.resources] == ["pulumi:pulumi:Stack"]
@@ -149,15 +152,29 @@ def test_ids_from_other_resources_are_passed_on_as_inputs(tmp_path):
     assert len(plan.of_type("aws:ec2/vpc:Vpc")) == 1  # the user's own, none of ours
 
 
+def snake_keys(value):
+    """A stack file's nested camelCase keys as the Args' snake_case ones."""
+    if isinstance(value, dict):
+        return {
+            "".join(f"_{c.lower()}" if c.isupper() else c for c in k): snake_keys(v)
+            for k, v in value.items()
+        }
+    return [snake_keys(v) for v in value] if isinstance(value, list) else value
+
+
 def test_the_component_keeps_the_urns_of_this_projects_program(tmp_path):
     """A stack moved from `pulumi up -s train` here to a user's program keeps its resources."""
     config = load_stack_config("train", ROOT)
     settings = {}
     for key, value in config.items():
-        if key.startswith("gpu-cluster:"):
+        if key.startswith("gpu-cluster:") and key != "gpu-cluster:role":  # the component's
             name = key.split(":", 1)[1]
             snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
-            settings[snake] = json.loads(value) if value[:1] in "{[" else value
+            try:  # the Args take Python values: true, 4 and {...} typed, as Pulumi reads them
+                loaded = json.loads(value)
+            except json.JSONDecodeError:
+                loaded = value
+            settings[snake] = loaded if snake == "tags" else snake_keys(loaded)
     body = f"GpuCluster('train', GpuClusterArgs(**{settings!r}))"
     ours = run_plan("train", config)
     theirs = run_plan(
@@ -237,7 +254,8 @@ def test_a_node_group_alone_in_the_callers_subnet(tmp_path):
         """
         GpuNodeGroup("workers", GpuNodeGroupArgs(
             subnet_id="subnet-0a1b2c3d4e5f60789", security_group_id="sg-0a1b2c3d4e5f60789",
-            instance_profile_arn="arn", kms_key_arn="arn",
+            instance_profile_arn="arn:aws:iam::123456789012:instance-profile/gpu",
+            kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
             instance_type="p5.48xlarge", nodes=2, availability_zone="us-east-1z",
         ))
         """,

@@ -24,10 +24,17 @@ from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 import gpu_cluster.infra.program as infra_program
 from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.infra.blame import program_error
 from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.network_check import NetworkLookup
 from gpu_cluster.infra.plan.mocks import AwsRefusal, PlanMocks
 from gpu_cluster.infra.plan.update_rules import UpdateHazard, hazards
+from gpu_cluster.infra.plan.urns import (
+    Duplicate,
+    DuplicateUrns,
+    duplicate_problems,
+    registration_site,
+)
 from gpu_cluster.infra.program import ReservationLookup
 from gpu_cluster.infra.spec import PROJECT
 from gpu_cluster.infra.versions import ENGINE_FEATURE
@@ -96,6 +103,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.project = project
         self.stack = stack
         self.planned: list[PlannedResource] = []
+        self.sites: dict[str, str] = {}  # urn: where the user's code registered it
+        self.duplicates: list[Duplicate] = []
         # As `pulumi preview`: what AWS computes on create (ids, ARNs, names, addresses) is
         # unknown, so inputs that use it show as output<string>.
         self.preview = preview
@@ -118,8 +127,17 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             return resource_pb2.SupportsFeatureResponse(hasSupport=True)
         return super().SupportsFeature(request)
 
+    def _registered(self, urn: str, request: Any) -> None:
+        """Note a URN seen a second time (urns.py): the engine refuses the program."""
+        here = registration_site(request)
+        if urn in self.sites:
+            self.duplicates.append(Duplicate(urn, request.parent, self.sites[urn], here))
+        else:
+            self.sites[urn] = here
+
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
+        self._registered(urn, request)
         if request.type == STACK_TYPE:
             self._record(urn, request, {})
             return resource_pb2.RegisterResourceResponse(urn=urn)
@@ -146,6 +164,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def ReadResource(self, request):
         """Reads (StackReference, .get()) are steps too: `pulumi preview` shows them as op read."""
         response = super().ReadResource(request)
+        self._registered(response.urn, request)
         self.planned.append(
             PlannedResource(
                 urn=response.urn,
@@ -310,12 +329,19 @@ def run_plan(
         _sync_await(run_pulumi_func(run_program))
     except ConfigError as error:
         plan.error = error
+    except Exception as error:  # the user's program's own failure is theirs (infra/blame.py)
+        blamed = program_error(error)
+        if blamed is None:
+            raise
+        raise blamed from error
     finally:
         sys.path.remove(folder)
         infra_program.live_lookup = live_lookup
         infra_program.network_lookup = network
         if gc_was_enabled:
             gc.enable()
+    if plan.error is None and monitor.duplicates:  # the engine refuses the program there
+        plan.error = DuplicateUrns(stack, duplicate_problems(monitor.duplicates))
     if plan.error is None and mocks.refused:  # `pulumi up` would fail there: no outputs
         plan.error = AwsRefusal(stack, mocks.refused)
     broken = [problem for r in monitor.planned for problem in hazards(r)]
