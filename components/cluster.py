@@ -68,7 +68,7 @@ class GpuClusterArgs:
     node_count: int
     efa: bool
     region: str
-    availability_zone: str
+    availability_zone: pulumi.Input[str]  # unknown in a plan that could not read it
     layout: SubnetLayout | None  # None with existing_network
     storage: StorageArgs
     purchase: Purchase = field(default_factory=OnDemand)

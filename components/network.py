@@ -63,7 +63,7 @@ class ExistingNetwork:
 @dataclass
 class ClusterNetworkArgs:
     layout: SubnetLayout | None
-    availability_zone: str
+    availability_zone: pulumi.Input[str]
     region: str
     account_id: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]

@@ -88,7 +88,7 @@ class GpuNodeGroupArgs:
     instance_profile_arn: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]
     user_data: pulumi.Input[str]
-    availability_zone: str
+    availability_zone: pulumi.Input[str]
     purchase: Purchase = field(default_factory=OnDemand)
     ami_min_root_gib: pulumi.Input[int] = 0  # the AMI's root snapshot size
     autoscaling_role_arn: pulumi.Input[str] | None = None  # the group's service-linked role
@@ -132,7 +132,9 @@ GROUP_REPLACE_ON_CHANGES = [
 def events_names(name: str, args: GpuNodeGroupArgs) -> dict[str, Any]:
     """Whose node-events names these are: the cluster's, as its ``nodes`` (a group used on its
     own in a program: the running stack's, named after the group)."""
-    identity = args.identity or runtime_identity(name, args.availability_zone[:-1])
+    zone = args.availability_zone  # a zone is its region and a letter
+    region = zone[:-1] if isinstance(zone, str) else ""
+    identity = args.identity or runtime_identity(name, region)
     return {"identity": identity, "role": role_in(identity, name)}
 
 

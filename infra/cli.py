@@ -158,7 +158,13 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from gpu_cluster.infra.aws.preflight import FAIL, Clients, run_data_preflight, run_preflight
+    from gpu_cluster.infra.aws.preflight import (
+        FAIL,
+        Clients,
+        in_subnet_zone,
+        run_data_preflight,
+        run_preflight,
+    )
     from gpu_cluster.infra.outcome import load_stack_spec
     from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 
@@ -167,7 +173,9 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         checks = run_data_preflight(spec, Clients.for_region(spec.region))
         where = spec.region
     elif isinstance(spec, ResolvedCluster):
-        checks = run_preflight(spec, Clients.for_region(spec.region))
+        clients = Clients.for_region(spec.region)
+        spec = in_subnet_zone(spec, clients)  # availabilityZone left out: the subnet's
+        checks = run_preflight(spec, clients)
         where = f"{spec.region}, {spec.availability_zone}"
     else:
         raise CommandError(INPUT, f"stack '{args.stack}' has nothing preflight can check")

@@ -12,7 +12,7 @@ import pulumi
 
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
-from gpu_cluster.infra.errors import AwsError, ConfigError
+from gpu_cluster.infra.errors import NOT_SET, AwsError, ConfigError, Problem
 from gpu_cluster.infra.spec import PROJECT
 from gpu_cluster.infra.validation import ResolvedCluster
 from gpu_cluster.infra.validation.existing_network import SUBNET_ID, VPC_ID
@@ -57,6 +57,19 @@ def with_subnet_zone(config: Mapping[str, str], lookup: NetworkLookup | None) ->
     return result
 
 
+def zone_not_read(subnet: str, why: str) -> Problem:
+    """availabilityZone left out, and the subnet's zone could not be read where it must be."""
+    return Problem(
+        path=f"{PROJECT}:availabilityZone",
+        received=NOT_SET,
+        problem=f"the nodes go to the zone of {subnet}, which could not be read"
+        + (f" ({why})" if why else ""),
+        allowed="the zone of the subnet, read with ec2:DescribeSubnets, or set here",
+        fix=f"aws ec2 describe-subnets --subnet-ids {subnet} --query "
+        "'Subnets[0].AvailabilityZone', then pulumi config set availabilityZone <that zone>",
+    )
+
+
 def with_network_facts(
     spec: ResolvedCluster, lookup: NetworkLookup | None, stack_file: bool = True
 ) -> ResolvedCluster:
@@ -72,9 +85,14 @@ def with_network_facts(
     try:
         facts = lookup(existing, spec.region)
     except AwsError as error:
+        if spec.zone_from_subnet is not None:  # never create in a stand-in zone
+            problem = zone_not_read(spec.zone_from_subnet, str(error))
+            raise ConfigError(spec.stack, [problem]) from None
         note = f"could not check network.vpcId {existing.vpc_id}: {error}"
         return dataclasses.replace(spec, warnings=(*spec.warnings, note))
     problems, warnings = check_network_facts(existing, network_needs(spec), facts)
+    if spec.zone_from_subnet is not None and not problems:
+        problems = [zone_not_read(spec.zone_from_subnet, "")]
     if problems:
         raise ConfigError(spec.stack, problems)
     return dataclasses.replace(spec, warnings=(*spec.warnings, *warnings))

@@ -40,6 +40,7 @@ from gpu_cluster.infra.network_check import (
     NetworkLookup,
     with_network_facts,
     with_subnet_zone,
+    zone_not_read,
 )
 from gpu_cluster.infra.secrets_config import secret_value
 from gpu_cluster.infra.spec import DEFAULT_DATA_STACK, PROJECT
@@ -200,6 +201,31 @@ def node_root_volume(spec: ResolvedCluster) -> RootVolume:
     )
 
 
+def node_zone(spec: ResolvedCluster) -> pulumi.Input[str]:
+    """The nodes' zone; the zone of the subnet where the offline plan could not read it:
+    unknown, as `pulumi preview` shows a value known only at `pulumi up` (the stand-in zone
+    the plan checked and priced is no promise). At `pulumi up` the program has read it
+    (with_subnet_zone), or refuses (network_check.zone_not_read)."""
+    if spec.zone_from_subnet is None:
+        return spec.availability_zone
+    if network_lookup is not None:
+        raise ConfigError(spec.stack, [zone_not_read(spec.zone_from_subnet, "")])
+    return unknown_output()
+
+
+def unknown_output() -> pulumi.Output[str]:
+    """A value not known before `pulumi up`: the engine's own unknown, through Output's
+    public constructor (pulumi/output.py: Output(resources, future, is_known))."""
+
+    async def value() -> str:
+        return ""
+
+    async def known() -> bool:
+        return False
+
+    return pulumi.Output(set(), value(), known())
+
+
 def cluster_args(
     spec: ResolvedCluster, secrets: dict[str, pulumi.Input[str]] | None = None
 ) -> GpuClusterArgs:
@@ -210,7 +236,7 @@ def cluster_args(
         node_count=spec.node_count,
         efa=spec.efa,
         region=spec.region,
-        availability_zone=spec.availability_zone,
+        availability_zone=node_zone(spec),
         layout=spec.layout,
         storage=storage_args(spec),
         purchase=spec.purchase,

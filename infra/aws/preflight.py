@@ -4,7 +4,7 @@ Every call goes through the one boto3 wrapper; nothing is created (RunInstances 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +22,7 @@ from gpu_cluster.components.purchase import (
 )
 from gpu_cluster.components.quotas import on_demand_quota, spot_quota
 from gpu_cluster.infra.aws import call, client, paginate
-from gpu_cluster.infra.problems import AwsError
+from gpu_cluster.infra.problems import AwsError, Problem
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData, stack_identity
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -409,10 +409,58 @@ def check_existing_network(spec: ResolvedCluster, aws: Clients) -> Check | None:
     return Check("network", PASS, f"{existing.vpc_id}: {where}")
 
 
+def subnet_zone(subnet_id: str, aws: Clients) -> str | None:
+    """The subnet's zone (ec2:DescribeSubnets); None when EC2 knows no such subnet."""
+    from gpu_cluster.infra.aws.network_facts import MISSING
+
+    try:
+        subnets = call(aws.ec2, "ec2", "DescribeSubnets", SubnetIds=[subnet_id])["Subnets"]
+    except AwsError as error:
+        if error.code in MISSING:
+            return None
+        raise
+    return subnets[0]["AvailabilityZone"] if subnets else None
+
+
+def in_subnet_zone(
+    spec: ResolvedCluster, aws: Clients, config: Mapping[str, str] | None = None
+) -> ResolvedCluster:
+    """availabilityZone left out in your own subnet: the stack checked again in the subnet's
+    zone, as `pulumi up` checks it (infra/network_check.py with_subnet_zone). ``config``: the
+    stack's (default: its stack file). A ConfigError when it cannot work there or the subnet
+    is unknown."""
+    from gpu_cluster.infra.config import load_spec
+    from gpu_cluster.infra.errors import ConfigError
+    from gpu_cluster.infra.overrides import stack_config
+    from gpu_cluster.infra.spec import PROJECT
+
+    subnet = spec.zone_from_subnet
+    if subnet is None:
+        return spec
+    zone = subnet_zone(subnet, aws)
+    if zone is None:
+        problem = Problem(
+            path=f"{PROJECT}:network.subnetIds[0]",
+            received=subnet,
+            problem=f"EC2 knows no such subnet in {spec.region} for this account, so the nodes' "
+            "zone (availabilityZone, left out) cannot be read from it",
+            allowed=f"the id of one of this account's subnets in {spec.region}",
+            fix=f"check the id with `aws ec2 describe-subnets --region {spec.region}`, then "
+            f"pulumi config set --path 'network.subnetIds[0]' <subnet id>",
+        )
+        raise ConfigError(spec.stack, [problem])
+    zoned = {**(config or stack_config(spec.stack)), f"{PROJECT}:availabilityZone": zone}
+    resolved = load_spec(zoned, spec.stack)
+    assert isinstance(resolved, ResolvedCluster)  # the same stack, now with its zone
+    return resolved
+
+
 def run_preflight(
     spec: ResolvedCluster, aws: Clients, on_check: Callable[[Check], None] | None = None
 ) -> list[Check]:
-    """Every check, in order; an AWS failure in one check is that check's failure."""
+    """Every check, in order; an AWS failure in one check is that check's failure. A zone
+    left out in your own subnet is read first (in_subnet_zone)."""
+    spec = in_subnet_zone(spec, aws)
     checks: list[Check] = []
 
     def run(name: str, step: Callable[[], Check | None]) -> Check | None:

@@ -57,6 +57,7 @@ from gpu_cluster.infra.validation.names import (
 from gpu_cluster.infra.validation.network import check_network, public_ip_problems
 from gpu_cluster.infra.validation.purchase import check_purchase
 from gpu_cluster.infra.validation.storage import check_fsx, check_storage
+from gpu_cluster.infra.validation.subnet_zone import stand_in_note, with_stand_in_zone
 from gpu_cluster.infra.validation.warnings import (
     air_gapped_install_warning,
     cost_control_warnings,
@@ -94,6 +95,9 @@ class ResolvedCluster:
     existing_network: ExistingNetwork | None = None  # network.vpcId: the user's own VPC
     # jobs.repositories: the ECR repositories job images come from (names or ARNs, as set)
     image_repositories: tuple[str, ...] = ()
+    # availabilityZone left out in your own subnet, and not read yet: the subnet whose zone
+    # availability_zone stands in for (validation/subnet_zone.py)
+    zone_from_subnet: str | None = None
 
     @property
     def total_gpus(self) -> float:
@@ -120,11 +124,11 @@ class ResolvedData:
     audit_trail: bool = False
     ebs_encryption_by_default: bool = False
     snapshot_block_public_access: bool = False
+    warnings: tuple[str, ...] = ()  # valid, perhaps not what was meant (the stack file's 010)
 
 
 def serving_view(spec: StackSpec) -> StackSpec:
     """An inference stack checked as a cluster: its first zone, and its largest size."""
-    warnings: tuple[str, ...] = ()  # valid, perhaps not what was meant (the stack file's 010)
     settings = spec.inference
     if settings is None:
         return spec
@@ -175,6 +179,7 @@ def resolve(
             snapshot_block_public_access=spec.snapshot_block_public_access,
         ), []
 
+    spec, zone_subnet = with_stand_in_zone(spec, catalog)
     region_ok = not problems or spec.region in catalog.offerings
     zone_problems = check_zone(spec, catalog) if region_ok else []
     problems += zone_problems
@@ -256,13 +261,19 @@ def resolve(
             tags=dict(spec.tags),
             hourly_usd=on_demand_hourly(spec.region, facts.instance_type),
             fsx=spec.fsx,
-            warnings=cluster_warnings(spec, facts, layout, known_stacks or []),
+            warnings=cluster_warnings(spec, facts, layout, known_stacks or [])
+            + (
+                (stand_in_note(zone_subnet, spec.availability_zone, spec.region),)
+                if zone_subnet
+                else ()
+            ),
             choice_note=gpu_choice_note(spec, catalog),
             container_network=spec.container_network,
             secrets=tuple(spec.secrets),
             cost_controls=controls,
             inference=serving,
             image_repositories=repositories,
+            zone_from_subnet=zone_subnet,
         ),
         [],
     )
