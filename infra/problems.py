@@ -47,9 +47,10 @@ class Problem:
 class AwsError(RuntimeError):
     """An AWS call failed; the message names the IAM action and what to do."""
 
-    def __init__(self, message: str, code: str = "") -> None:
+    def __init__(self, message: str, code: str = "", endpoint: str = "") -> None:
         super().__init__(message)
         self.code = code
+        self.endpoint = endpoint  # the URL that answered, where the answer was not AWS's
 
 
 class CommandError(Exception):

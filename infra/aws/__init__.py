@@ -1,4 +1,6 @@
-"""The one boto3 wrapper: sessions with retries, ClientError -> AwsError naming the IAM action."""
+"""The one boto3 wrapper: sessions with retries, ClientError -> AwsError naming the IAM action,
+and an answer that is not AWS's (a proxy's page, a wrong endpoint's 404) an AwsError too, never
+an empty listing."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
+from gpu_cluster.infra.aws.answers import is_aws_endpoint, not_aws_answer
 from gpu_cluster.infra.problems import AwsError
 
-__all__ = ["AwsError", "call", "client", "paginate", "translated"]
+__all__ = ["NOT_AWS", "AwsError", "call", "client", "emulator_lacks", "paginate", "translated"]
 
 # Bounded: botocore waits 60 s to connect and 60 s per read by default, for each attempt; an
 # endpoint that does not answer would hold a command for many minutes. Throttling still gets
@@ -32,6 +35,8 @@ RETRY_CONFIG = Config(
 # the codes AWS answers a missing permission with (only these get the IAM hint)
 PERMISSION_ERRORS = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
 UNREACHABLE = "EndpointUnreachable"  # AwsError.code: no AWS call in this region can succeed
+CHECK_ENDPOINT = "check AWS_ENDPOINT_URL and any proxy setting such as HTTPS_PROXY"
+NOT_AWS = "NotAwsResponse"  # AwsError.code: the endpoint answered, but not as AWS answers
 UNREACHABLE_ERRORS = (
     EndpointConnectionError,
     ConnectTimeoutError,
@@ -40,12 +45,41 @@ UNREACHABLE_ERRORS = (
 )
 
 
+class NotAwsAnswer(Exception):
+    """Raised before botocore parses an answer that is not an AWS response."""
+
+    def __init__(self, endpoint: str, what: str) -> None:
+        super().__init__(f"{endpoint} answered with {what}, not an AWS response")
+        self.endpoint = endpoint
+
+
+def refuse_foreign_answers(api: Any) -> Any:
+    """Make ``api`` raise NotAwsAnswer on an answer that is not AWS's (botocore's before-parse
+    event sees each raw response; the Stubber's canned ones never reach it)."""
+    endpoint = api.meta.endpoint_url
+
+    def check(operation_model: Any, response_dict: dict[str, Any], **_: Any) -> None:
+        protocol = operation_model.service_model.resolved_protocol
+        what = not_aws_answer(
+            protocol,
+            response_dict.get("status_code", 0),
+            response_dict.get("body"),
+        )
+        if what:
+            raise NotAwsAnswer(endpoint, what)
+
+    api.meta.events.register("before-parse", check)
+    return api
+
+
 def client(service: str, region: str, session: boto3.Session | None = None) -> Any:
-    """A boto3 client with adaptive retries (a bad profile or region is an AwsError)."""
+    """A boto3 client with adaptive retries (a bad profile or region is an AwsError) that
+    refuses an answer not AWS's."""
     try:
-        return (session or boto3.Session()).client(service, region_name=region, config=RETRY_CONFIG)
+        api = (session or boto3.Session()).client(service, region_name=region, config=RETRY_CONFIG)
     except BotoCoreError as exc:
-        raise AwsError(f"cannot reach {service} in region {region!r}: {exc}") from exc
+        raise AwsError(f"cannot reach {service} in region '{region}': {exc}") from exc
+    return refuse_foreign_answers(api)
 
 
 # Where the IAM action differs from the client's service and operation name (Service
@@ -82,16 +116,18 @@ def translated(service: str, operation: str) -> Iterator[None]:
             "Set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run `aws sso login`.",
             "NoCredentials",
         ) from exc
+    except NotAwsAnswer as exc:
+        raise AwsError(f"{action} failed: {exc} ({CHECK_ENDPOINT})", NOT_AWS, exc.endpoint) from exc
     except ClientError as exc:
         error = exc.response.get("Error", {})
-        code = error.get("Code", "Error")
+        code = str(error.get("Code") or "Error")
         hint = (
             f" The caller needs IAM permission '{action}'."
             if code in PERMISSION_ERRORS or "AccessDenied" in code
             else ""
         )
         raise AwsError(
-            f"{action} failed: {code}: {error.get('Message', exc)}.{hint}", code
+            f"{action} failed: {code}{_detail(error.get('Message'))}.{hint}", code
         ) from exc
     except UNREACHABLE_ERRORS as exc:
         message = f"{action} failed: the endpoint does not answer ({exc})"
@@ -99,10 +135,15 @@ def translated(service: str, operation: str) -> Iterator[None]:
     except BotoCoreError as exc:
         raise AwsError(f"{action} failed: {exc}") from exc
     except ResponseParserError as exc:  # not a BotoCoreError: an endpoint that is not AWS's
-        raise AwsError(
-            f"{action} failed: the endpoint's answer is not an AWS response ({exc})".split("\n")[0],
-            "ResponseParserError",
-        ) from exc
+        message = f"{action} failed: the answer could not be parsed, not an AWS response"
+        raise AwsError(f"{message} ({CHECK_ENDPOINT})", NOT_AWS) from exc
+
+
+def _detail(message: object) -> str:
+    """``: <AWS's message>`` on one line without its own final period; nothing when AWS gave
+    none."""
+    text = " ".join(str(message or "").split()).rstrip(".")
+    return f": {text}" if text else ""
 
 
 def call(api: Any, service: str, operation: str, **kwargs: Any) -> dict[str, Any]:
@@ -118,3 +159,11 @@ def paginate(
     with translated(service, operation):
         for page in api.get_paginator(_snake(operation)).paginate(**kwargs):
             yield from page.get(result_key, [])
+
+
+def emulator_lacks(error: AwsError) -> bool:
+    """The answer was not AWS's and came from an endpoint that is not AWS's own (an emulator
+    such as moto's server answers an API it lacks with an HTML 500 page). A caller may take it
+    as "this endpoint has no such API" only where the same endpoint answered AWS's way before;
+    from AWS's own endpoints a foreign answer is a proxy's, and nothing was read."""
+    return error.code == NOT_AWS and not is_aws_endpoint(error.endpoint)

@@ -38,7 +38,7 @@ from gpu_cluster.components.names import (
     jobs_log_group,
     jobs_path,
 )
-from gpu_cluster.infra.aws import call, client, paginate
+from gpu_cluster.infra.aws import call, client, emulator_lacks, paginate
 from gpu_cluster.infra.aws.batches import (
     INSTANCE_INFORMATION_FILTER_VALUES,
     SEND_COMMAND_INSTANCE_IDS,
@@ -189,9 +189,7 @@ def free_port(jobs: list[JobSpec]) -> int:
 def stack_nodes(ec2: Any, cluster: StackIdentity) -> list[Node]:
     """The stack's running nodes (its stack-id tag), never another stack's."""
     return [
-        n
-        for n in list_nodes(ec2, cluster.region)
-        if n.belongs_to(cluster) and n.state == "running"
+        n for n in list_nodes(ec2, cluster.region) if n.belongs_to(cluster) and n.state == "running"
     ]
 
 
@@ -279,12 +277,6 @@ def unreachable(ssm: Any, instance_ids: list[str]) -> list[str] | None:
             return None
         raise
     return sorted(set(instance_ids) - online)
-
-
-def emulator_lacks(error: AwsError) -> bool:
-    """An emulator without the API (moto's server answers an HTML 500 page): AWS answers in
-    its own error format, with a named code, never with a bare status."""
-    return error.code == "ResponseParserError" or (error.code.isdigit() and "<html" in str(error))
 
 
 def failed_starts(ssm: Any, command_ids: str | list[str]) -> dict[str, str]:

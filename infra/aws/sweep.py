@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
-from gpu_cluster.infra.aws import UNREACHABLE, call, paginate, translated
+from gpu_cluster.infra.aws import UNREACHABLE, call, emulator_lacks, paginate, translated
 from gpu_cluster.infra.aws.sweep_controls import ControlsSweep
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, kind_name, stack_filter
 from gpu_cluster.infra.aws.sweep_network import NetworkSweep
@@ -349,14 +349,17 @@ class Sweeper(NetworkSweep, ControlsSweep):
         self.skipped: list[tuple[str, str]] = []  # (kind, why) not listed: claim nothing
         self.unsupported: list[tuple[str, str]] = []  # the endpoint (an emulator) lacks the API
         listers = self.listers()
+        foreign: list[tuple[str, str]] = []  # answered, but not AWS's way
+        listed = 0
         for position, lister in enumerate(listers):
             try:
                 found += list(lister())
+                listed += 1
             except NotImplementedError as error:  # moto's in-process mock without the API
                 self.unsupported.append((kind_name(lister), str(error)))
             except AwsError as error:
-                if error.code == "ResponseParserError":  # an emulator's endpoint, never AWS's
-                    self.unsupported.append((kind_name(lister), str(error)))
+                if emulator_lacks(error):
+                    foreign.append((kind_name(lister), str(error)))
                     continue
                 self.skipped.append((kind_name(lister), str(error)))
                 if error.code in (UNREACHABLE, "NoCredentials"):
@@ -365,6 +368,9 @@ class Sweeper(NetworkSweep, ControlsSweep):
                     rest = listers[position + 1 :]
                     self.skipped += [(kind_name(other), f"not tried ({error})") for other in rest]
                     break
+        # an emulator lacks a few APIs, but only an endpoint that answered other kinds AWS's way
+        # is one: a proxy's page or a wrong URL's 404 answers every kind alike (nothing was read)
+        (self.unsupported if listed else self.skipped).extend(foreign)
         return found
 
     def delete_all(self, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
