@@ -9,8 +9,20 @@ from collections.abc import Iterable
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
-    match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return match[0] if match else None
+    """The known word nearest to ``word``: among difflib's close matches, the fewest edits
+    (difflib alone breaks a tie of its ratio by the larger string: 'efx' -> 'fsx', not 'efa')."""
+    matches = difflib.get_close_matches(word, sorted(choices), n=5, cutoff=0.6)
+    return min(matches, key=lambda match: edits(word, match), default=None)
+
+
+def edits(a: str, b: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions from ``a`` to ``b``."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        diagonal, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (x != y))
+    return row[-1]
 
 
 def odd_characters(word: str) -> str:
@@ -26,8 +38,11 @@ def odd_characters(word: str) -> str:
 
 def suggest(word: str, choices: Iterable[str]) -> str:
     match = closest(word, choices)
-    if not match:
-        return ""
+    return did_you_mean(word, match) if match else ""
+
+
+def did_you_mean(word: str, match: str) -> str:
+    """``did you mean 'match'? `` (with any lookalike character of ``word`` named)."""
     odd = odd_characters(word)
     why = f" ({word!r} contains {odd})" if odd else ""
     return f"did you mean '{match}'{why}? "
