@@ -40,6 +40,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         plan = run_plan(args.stack, stack_config(args.stack, args.overrides), preview=True)
     if plan.error is not None:
         raise from_exception(plan.error)
+    for warning in plan.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         json.dump(preview_json(plan), sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")

@@ -401,3 +401,25 @@ def test_two_resources_of_one_type_and_name_are_refused_and_other_names_plan(tmp
         "dev", {"aws:region": "us-east-1"}, program=fine / "__main__.py", project="mine"
     )
     assert plan.error is None, plan.error
+
+
+# --- a user's own resources -----------------------------------------------------------------
+
+SUBNET = (
+    'aws.ec2.Subnet("mine", vpc_id="vpc-0a1b2c3d", cidr_block="10.0.0.0/24", '
+    'availability_zone="us-east-1a"{opts})\n'
+)
+
+
+def test_a_users_own_resource_that_a_later_up_could_not_replace_is_a_warning(tmp_path, capsys):
+    """The update rules (infra/plan/update_rules.py) refuse what this package builds; a user's
+    own subnet is theirs to decide: a warning with the rule, and the plan stands."""
+    folder = project(tmp_path / "mine", SUBNET.format(opts=""))
+    code, text = plan_output(folder, capsys)
+    assert code == 0, text
+    assert "warning: your mine (aws:ec2/subnet:Subnet): a create-first replacement" in text
+    assert "report it" not in text
+    opts = ", opts=pulumi.ResourceOptions(delete_before_replace=True)"
+    folder = project(tmp_path / "fixed", SUBNET.format(opts=opts))
+    code, text = plan_output(folder, capsys)
+    assert code == 0 and "warning: your" not in text, text

@@ -33,6 +33,7 @@ from gpu_cluster.infra.plan.urns import (
     Duplicate,
     DuplicateUrns,
     duplicate_problems,
+    registered_by,
     registration_site,
 )
 from gpu_cluster.infra.program import ReservationLookup
@@ -73,6 +74,7 @@ class Plan:
     error: ConfigError | None = None
     config: dict[str, str] = field(default_factory=dict)  # what it planned with
     secret_keys: tuple[str, ...] = ()  # config keys holding Pulumi secrets (never shown)
+    warnings: list[str] = field(default_factory=list)  # for the user; the plan still stands
 
     def of_type(self, type_: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_]
@@ -105,6 +107,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.planned: list[PlannedResource] = []
         self.sites: dict[str, str] = {}  # urn: where the user's code registered it
         self.duplicates: list[Duplicate] = []
+        self.users: set[str] = set()  # URNs a user's own program registered (not a component's)
         # As `pulumi preview`: what AWS computes on create (ids, ARNs, names, addresses) is
         # unknown, so inputs that use it show as output<string>.
         self.preview = preview
@@ -130,6 +133,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def _registered(self, urn: str, request: Any) -> None:
         """Note a URN seen a second time (urns.py): the engine refuses the program."""
         here = registration_site(request)
+        if registered_by(request) == "user":
+            self.users.add(urn)
         if urn in self.sites:
             self.duplicates.append(Duplicate(urn, request.parent, self.sites[urn], here))
         else:
@@ -344,7 +349,15 @@ def run_plan(
         plan.error = DuplicateUrns(stack, duplicate_problems(monitor.duplicates))
     if plan.error is None and mocks.refused:  # `pulumi up` would fail there: no outputs
         plan.error = AwsRefusal(stack, mocks.refused)
-    broken = [problem for r in monitor.planned for problem in hazards(r)]
+    ours = [r for r in monitor.planned if r.urn not in monitor.users]
+    broken = [problem for r in ours for problem in hazards(r)]
+    # a user's own resource that a later `pulumi up` could not replace: theirs to decide
+    plan.warnings += [
+        f"your {p.path}: {p.problem} ({p.allowed})"
+        for r in monitor.planned
+        if r.urn in monitor.users
+        for p in hazards(r)
+    ]
     if plan.error is None and broken:  # a later `pulumi up` would fail or lose data
         plan.error = UpdateHazard(stack, broken)
     root = get_root_resource()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from gpu_cluster.infra.blame import first_user_site, site
+from gpu_cluster.infra.blame import Owner, first_user_site, owner, site
 from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.problems import Problem
 
@@ -20,16 +20,30 @@ def _path(uri: str) -> str:
     return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
-def registration_site(request: Any) -> str:
-    """Where the user's code registered a resource: the first frame of its stack trace that is
-    the user's (not this package's, not a library's); else the SDK's source position."""
+def _frames(request: Any) -> list[tuple[str, int | None]]:
+    """The registration's stack trace, innermost first (the SDK's order)."""
     trace = getattr(request, "stackTrace", None)
-    frames = [
+    return [
         (_path(frame.pc.uri), frame.pc.line or None)
         for frame in (trace.frames if trace is not None else ())
         if frame.HasField("pc") and frame.pc.uri
     ]
-    found = first_user_site(frames)
+
+
+def registered_by(request: Any) -> Owner:
+    """Whose code registered a resource: the innermost frame that is not a library's (a
+    component of this package creates its children; a user's program, its own resources)."""
+    for filename, _ in _frames(request):
+        kind = owner(filename)
+        if kind != "library":
+            return kind
+    return "ours"
+
+
+def registration_site(request: Any) -> str:
+    """Where the user's code registered a resource: the first frame of its stack trace that is
+    the user's (not this package's, not a library's); else the SDK's source position."""
+    found = first_user_site(_frames(request))
     if found:
         return found
     position = getattr(request, "sourcePosition", None)
