@@ -14,12 +14,18 @@ from pydantic_core import ErrorDetails
 
 from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
 from gpu_cluster.infra.examples import (
+    enabled_switch,
+    field_error,
+    is_mapping,
+    is_off,
     means_no_limit,
     number_example,
     off_switch,
+    only_required_field,
     optional,
     whole_number_example,
 )
+from gpu_cluster.infra.meant import list_items
 from gpu_cluster.infra.namespaces import namespace_problems
 from gpu_cluster.infra.secrets_config import secret_names
 from gpu_cluster.infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
@@ -98,8 +104,7 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
                         received=value,
                         problem="expected an object (a YAML mapping), got a plain string",
                         allowed="a mapping of fields, e.g. {vpcCidr: 10.42.0.0/16}",
-                        fix=f"write {key} as a mapping in stacks/Pulumi.<stack>.yaml, or use "
-                        f"`pulumi config set --path {key}.<field> <value>`",
+                        fix=f"pulumi config rm {key}" + mapping_fix((key,), value, " && "),
                     )
                 )
                 continue
@@ -113,8 +118,7 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
                         received=value,
                         problem="expected a list, got a plain string",
                         allowed="a YAML list, e.g. [name@example.com]",
-                        fix=f"write {key} as a list in stacks/Pulumi.<stack>.yaml, or use "
-                        f"`pulumi config set --path {key}[0] <value>`",
+                        fix=list_fix((key,), value),
                     )
                 )
                 continue
@@ -139,7 +143,9 @@ SAME_MEANING = {
 
 
 def unknown_key_fix(loc: tuple[Any, ...], unknown: str, known: Any, value: Any) -> str:
-    """Remove the key; where a known key is clearly meant, set it to the value given."""
+    """Remove the key; where a known key is clearly meant, set it to what the value meant
+    there (idleStop.timeoutMinutes off -> idleStop.enabled false); a mapping key is never
+    given a plain value (idleStp: off -> idleStop.enabled false, not idleStop: off)."""
     path = config_path(loc).split(":", 1)[1]
     flag = " --path" if len(loc) > 1 else ""
     remove = f"pulumi config rm{flag} {path}"
@@ -147,11 +153,57 @@ def unknown_key_fix(loc: tuple[Any, ...], unknown: str, known: Any, value: Any) 
     if meant is None:
         return remove
     hint = suggest(unknown, known)
+    meant_loc = (*loc[:-1], meant)
     if isinstance(value, dict | list) or " " in str(value) or value in (None, ""):
         return f"{hint}{remove}, then set {meant} (its value was not moved)"
-    renamed = path[: len(path) - len(unknown)] + meant
     text = "true" if value is True else "false" if value is False else str(value)
-    return f"{hint}{remove} && pulumi config set{flag} {renamed} {text}"
+    if is_mapping(meant_loc):
+        return f"{hint}{remove}{mapping_fix(meant_loc, value, ' && ')}"
+    error = field_error(meant_loc, value)
+    if error is None:
+        return f"{hint}{remove} && {set_command(meant_loc, text)}"
+    return f"{hint}{remove} && {derived_fix(meant_loc, value, error)}"
+
+
+def mapping_fix(loc: tuple[Any, ...], value: Any, then: str = "") -> str:
+    """A plain value where a mapping belongs, as the mapping it meant: off -> {enabled:
+    false}; the value of its one required field (budget: $300 -> {monthlyUsd: 300}); else
+    how to set its fields. ``then``: what joins it to a command before it (a leading rm)."""
+    path = config_path(loc).split(":", 1)[1]
+    if enabled_switch(loc) and is_off(value):
+        return f"{then}{set_command((*loc, 'enabled'), 'false')}"
+    field = only_required_field(loc)
+    if field is not None:
+        inner = (*loc, field)
+        error = field_error(inner, value)
+        return then + (derived_fix(inner, value, error) if error else set_command(inner, value))
+    return (
+        f", then set the fields of {path} (a mapping, not a plain value): "
+        f"pulumi config set --path {path}.<field> <value>"
+    )
+
+
+def list_fix(loc: tuple[Any, ...], received: str) -> str:
+    """Make the list at ``loc`` from a string: the items written in it ("[a, b]", "a, b"),
+    else the string as its one item; never a bracket inside an item."""
+    path = config_path(loc).split(":", 1)[1]
+    flag = " --path" if len(loc) > 1 else ""
+    items = list_items(received) or [received]
+    return " && ".join(
+        [f"pulumi config rm{flag} {path}"]
+        + [f"pulumi config set --path {path}[{i}] {item}" for i, item in enumerate(items)]
+    )
+
+
+def derived_fix(loc: tuple[Any, ...], received: Any, error: ErrorDetails) -> str:
+    """The command that sets ``loc`` to what ``received`` meant, given the field's error."""
+    kind = error["type"]
+    example = _example(error)
+    if kind == "value_error":
+        example = whole_number_example(loc, received)
+    elif kind.startswith("float") or kind in ("greater_than", "finite_number"):
+        example = number_example(loc, received)
+    return value_fix(loc, received, example)
 
 
 def _allowed(error: ErrorDetails) -> str:
@@ -279,25 +331,23 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
             )
         else:
             received = original_value(raw, loc, item.get("input", NOT_SET))
-            example = _example(item)
-            if kind == "value_error":
-                example = whole_number_example(loc, received)
-            elif kind.startswith("float") or kind in ("greater_than", "finite_number"):
-                example = number_example(loc, received)
-            fix = value_fix(loc, received, example)
+            example = (
+                whole_number_example(loc, received) if kind == "value_error" else _example(item)
+            )
+            fix = derived_fix(loc, received, item)
+            if kind in ("model_type", "model_attributes_type") and not isinstance(received, dict):
+                fix = f"pulumi config rm {loc[0]}" + mapping_fix(loc, received, " && ")
             if kind == "list_type" and isinstance(received, str) and len(loc) > 1:
-                # a string where a list belongs: that string as the list's one item
-                path = config_path(loc).split(":", 1)[1]
-                fix = (
-                    f"pulumi config rm --path {path} && "
-                    f"pulumi config set --path {path}[0] {received}"
-                )
+                # a string where a list belongs: its items ("[a, b]": a and b), else itself
+                fix = list_fix(loc, received)
             problems.append(
                 Problem(
                     path=config_path(loc),
                     received=received,
                     problem=NOT_FINITE
                     if kind == "finite_number"
+                    else "expected a mapping of settings, got a plain value"
+                    if kind in ("model_type", "model_attributes_type")
                     else item["msg"].removeprefix("Value error, "),
                     allowed=(
                         f"a whole number written with digits, e.g. {example}"

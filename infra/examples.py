@@ -8,7 +8,8 @@ import re
 from typing import Any, TypeGuard
 
 from annotated_types import Ge, Gt, Le
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from gpu_cluster.infra.spec import StackSpec
 
@@ -20,6 +21,12 @@ NUMBER_AS_WRITTEN = re.compile(
 )
 # words for "no limit" / "not at all" that a user types for a number
 OFF_WORDS = frozenset({"off", "none", "no", "never", "disabled", "disable", "false", "0"})
+NUMBER_WORDS = {
+    word: n
+    for n, word in enumerate(
+        ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+    )
+}
 NUMBER_WITH_UNIT = re.compile(r"^\s*\+?([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 # unit -> factor, by what the field counts (its name ends with it)
 FACTORS = {
@@ -90,6 +97,8 @@ def whole_number_example(loc: tuple[Any, ...], received: Any) -> str:
 
 
 def _from_units(name: str, received: Any) -> int | None:
+    if isinstance(received, str) and received.strip().lower() in NUMBER_WORDS:
+        return NUMBER_WORDS[received.strip().lower()]  # four -> 4
     match = NUMBER_WITH_UNIT.match(str(received)) if received is not None else None
     if not match:
         return None
@@ -159,3 +168,48 @@ def off_switch(loc: tuple[Any, ...], received: Any) -> tuple[Any, ...] | None:
     if (low is None or low <= 0) or model is None or "enabled" not in model.model_fields:
         return None
     return (*loc[:-1], "enabled")
+
+
+def field_error(loc: tuple[Any, ...], value: Any) -> ErrorDetails | None:
+    """What the field at ``loc`` says of ``value`` (its type and bounds; None: it takes it)."""
+    found = field_at(loc)
+    if found is None:
+        return None
+    try:
+        TypeAdapter(found[1].rebuild_annotation()).validate_python(value)
+    except ValidationError as error:
+        return error.errors()[0]
+    return None
+
+
+def is_mapping(loc: tuple[Any, ...]) -> bool:
+    """The field at ``loc`` holds a mapping of settings or a list (never a plain value)."""
+    found = field_at(loc)
+    if found is None:
+        return False
+    annotation = found[1].annotation
+    parts = (annotation, *getattr(annotation, "__args__", ()))
+    origins = {getattr(part, "__origin__", part) for part in parts}
+    return _model_of(annotation) is not None or bool(origins & {dict, list})
+
+
+def only_required_field(loc: tuple[Any, ...]) -> str | None:
+    """The one field a mapping at ``loc`` requires (budget: monthlyUsd), if it has one."""
+    found = field_at(loc)
+    model = _model_of(found[1].annotation) if found else None
+    if model is None:
+        return None
+    required = [f.alias or n for n, f in model.model_fields.items() if f.is_required()]
+    return required[0] if len(required) == 1 else None
+
+
+def enabled_switch(loc: tuple[Any, ...]) -> bool:
+    """The mapping at ``loc`` has an ``enabled`` switch (idleStop)."""
+    found = field_at(loc)
+    model = _model_of(found[1].annotation) if found else None
+    return model is not None and "enabled" in model.model_fields
+
+
+def is_off(received: Any) -> bool:
+    """off, none, never, false, 0: what a user writes to turn a setting off."""
+    return _is_off(received)

@@ -82,7 +82,9 @@ CASES = {
     "tags with aws prefix": bad("train", tags={"aws:owner": "me"}),
     "instanceType and gpu": bad("train", gpu="A100"),
     "gpusPerNode without gpu": bad("train", gpusPerNode="8"),
-    "unknown gpu": bad("train", instanceType=None, gpu="A1000"),
+    "unknown gpu": bad("train", instanceType=None, gpu="A10O"),
+    "gpu not in the catalog": bad("train", instanceType=None, gpu="A1000"),
+    "instance type not in the catalog": bad("train", instanceType="p7.48xlarge"),
     "ami id and ssm parameter": bad(
         "train", ami={"id": "ami-0123456789abcdef0", "ssmParameter": "/x", "architecture": "x86_64"}
     ),
@@ -183,8 +185,13 @@ USERS_OWN_VALUE = {
     "kms key arn malformed",
     "reservation group arn malformed",
 }
+# A GPU or type the catalog does not hold: no other model or family is made up for it; the fix
+# says how to refresh the catalog, or to pick one it has.
+NOT_IN_CATALOG = {"gpu not in the catalog", "instance type not in the catalog"}
 PROBLEMS = [(name, problem) for name, config in CASES.items() for problem in validate(config)]
-FOLLOWABLE = [(name, problem) for name, problem in PROBLEMS if name not in USERS_OWN_VALUE]
+FOLLOWABLE = [
+    (name, problem) for name, problem in PROBLEMS if name not in USERS_OWN_VALUE | NOT_IN_CATALOG
+]
 IDS = [f"{name}:{problem.path}" for name, problem in FOLLOWABLE]
 
 
@@ -193,6 +200,14 @@ def test_a_fix_that_needs_the_users_own_value_says_which():
     assert {name for name, _ in own} == USERS_OWN_VALUE
     for name, problem in own:
         assert not actionable(problem.fix) and "<" in problem.fix, (name, problem.fix)
+
+
+def test_a_gpu_or_type_not_in_the_catalog_says_how_to_refresh_it_and_suggests_no_other():
+    found = [(name, problem) for name, problem in PROBLEMS if name in NOT_IN_CATALOG]
+    assert {name for name, _ in found} == NOT_IN_CATALOG
+    for name, problem in found:
+        assert "gpuc catalog refresh --region us-east-1" in problem.fix, (name, problem.fix)
+        assert "did you mean" not in problem.fix and not actionable(problem.fix), problem.fix
 
 
 def test_every_case_is_a_mistake():

@@ -400,7 +400,7 @@ def test_nodes_below_one(nodes):
 
 @pytest.mark.parametrize(
     ("nodes", "meant"),
-    [("four", 1), ("1.5", 2), ("", 1), ("4.0", 4), ("1_0", 1), (" 4 ", 4), ("+4", 4)],
+    [("four", 4), ("1.5", 2), ("", 1), ("4.0", 4), ("1_0", 1), (" 4 ", 4), ("+4", 4)],
 )
 def test_nodes_not_a_whole_number(nodes, meant):
     """The example is what was written where it reads as a number, else the default."""

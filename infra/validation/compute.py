@@ -6,6 +6,8 @@ import re
 
 from gpu_cluster.components.catalog import Catalog, InstanceFacts
 from gpu_cluster.components.dlami import dlami, dlami_supports, instance_family
+from gpu_cluster.infra.meant import family_of, gpu_model
+from gpu_cluster.infra.meant import instance_type as meant_type
 from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.spec import (
@@ -15,7 +17,7 @@ from gpu_cluster.infra.spec import (
     RootVolumeSpec,
     StackSpec,
 )
-from gpu_cluster.infra.suggest import closest, suggest
+from gpu_cluster.infra.suggest import closest, did_you_mean, suggest
 from gpu_cluster.infra.validation.common import key
 
 RELEASE = re.compile(r"^(20\d{6}|latest)\Z")
@@ -93,9 +95,7 @@ def pick_instance_type(
                         sorted(catalog.instance_types)[:: max(len(catalog.instance_types) // 8, 1)]
                     )
                     + " (`gpuc catalog list` shows all)",
-                    fix=f"{suggest(spec.instance_type, list(catalog.instance_types))}"
-                    "pulumi config set instanceType "
-                    + (closest(spec.instance_type, list(catalog.instance_types)) or "<type>"),
+                    fix=unknown_type_fix(spec.instance_type, spec.region, catalog),
                 )
             ]
         return facts, check_offered(spec, catalog, facts, zone_ok)
@@ -110,6 +110,34 @@ def pick_instance_type(
             fix="pulumi config set instanceType g5.xlarge  (or: pulumi config set gpu A10G)",
         )
     ]
+
+
+def not_in_catalog(what: str, region: str) -> str:
+    return (
+        f"{what} is not in the catalog (a snapshot of EC2's GPU types): if AWS offers it now, "
+        f"refresh it with `gpuc catalog refresh --region {region}`"
+    )
+
+
+def unknown_type_fix(typed: str, region: str, catalog: Catalog) -> str:
+    """The catalog type typed another way (p4d.24xl); else, for a GPU family's name, how to
+    refresh the catalog; never a type of another family or size."""
+    meant = meant_type(typed, catalog.instance_types)
+    if meant:
+        return f"{did_you_mean(typed, meant)}pulumi config set instanceType {meant}"
+    pick = "pulumi config set instanceType <type> (`gpuc catalog list` shows them)"
+    if family_of(typed)[:1] in ("p", "g"):  # EC2's NVIDIA GPU families: p (train), g (graphics)
+        return f"{not_in_catalog(typed, region)}; or pick one it has: {pick}"
+    return f"pick an NVIDIA GPU instance type: {pick}"
+
+
+def unknown_gpu_fix(typed: str, region: str, models: list[str]) -> str:
+    """The catalog model typed another way (a100, A10O); else how to refresh the catalog,
+    never another GPU (H300 is not H200)."""
+    meant = gpu_model(typed, models)
+    if meant:
+        return f"{did_you_mean(typed, meant)}pulumi config set gpu {meant}"
+    return f"{not_in_catalog(typed, region)}; or pick a model it has: pulumi config set gpu <model>"
 
 
 def pick_by_gpu(
@@ -154,8 +182,7 @@ def ranked_by_price(
                 received=spec.gpu,
                 problem="unknown GPU model",
                 allowed=", ".join(models),
-                fix=f"{suggest(spec.gpu, models)}pulumi config set gpu "
-                f"{closest(spec.gpu, models) or '<model>'}",
+                fix=unknown_gpu_fix(spec.gpu, spec.region, models),
             )
         ]
     counts = sorted({f.gpu_count for f in catalog.types_for_gpu(spec.gpu)})

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from gpu_cluster.components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
+from gpu_cluster.infra.meant import clock, zone_of_city
 from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import DEFAULT_GANG_TIMEOUT_MINUTES, MIN_GANG_TIMEOUT_MINUTES, StackSpec
 from gpu_cluster.infra.suggest import closest
@@ -149,7 +150,8 @@ def _schedule(spec: StackSpec, problems: list[Problem]) -> WorkSchedule | None:
                     received=value,
                     problem="not a time of day",
                     allowed="HH:MM, 24-hour clock, e.g. 08:00",
-                    fix=f"pulumi config set --path schedule.{field} 08:00",
+                    fix=f"pulumi config set --path schedule.{field} "
+                    + (clock(value) or ("08:00" if field == "start" else "18:00")),
                 )
             )
     if not found and s.stop < s.start and s.days.strip() != "*":
@@ -272,7 +274,7 @@ def timezone_meant(text: str) -> tuple[str, str]:
     by_case = {z.lower(): z for z in zones}
     if text.lower() in by_case:
         return by_case[text.lower()], ""
-    near = closest(text, [z for z in zones if "/" in z]) if "/" in text else None
+    near = closest(text, [z for z in zones if "/" in z]) if "/" in text else zone_of_city(text)
     return (near, "") if near else ("UTC", "")
 
 

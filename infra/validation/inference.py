@@ -6,8 +6,10 @@ import re
 
 from gpu_cluster.components.catalog import Catalog, InstanceFacts
 from gpu_cluster.components.serving_config import ServingConfig
+from gpu_cluster.infra.meant import dns_name
 from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
+from gpu_cluster.infra.suggest import closest
 from gpu_cluster.infra.validation.common import key
 from gpu_cluster.policy.service import RECOMMENDED_TLS_POLICIES
 
@@ -29,6 +31,13 @@ ResolvedInference = ServingConfig
 
 def problem(path: str, received, what: str, allowed: str, fix: str) -> Problem:
     return Problem(path=key(path), received=received, problem=what, allowed=allowed, fix=fix)
+
+
+def other_zone(typed: str, zones: tuple[str, ...], offered: set[str]) -> str:
+    """The offered zone closest to ``typed`` that the list does not hold yet (a duplicate
+    zone is no second zone)."""
+    free = sorted(offered - set(zones)) or sorted(offered)
+    return closest(typed, free) or free[0]
 
 
 def check_inference(
@@ -71,7 +80,7 @@ def check_inference(
                     "not a zone of the region that offers the instance type",
                     ", ".join(sorted(offered)),
                     f"pulumi config set --path inference.availabilityZones[{index}] "
-                    f"{sorted(offered)[0]}",
+                    f"{other_zone(zone, zones, offered)}",
                 )
             )
     if zones and spec.availability_zone and spec.availability_zone != zones[0]:
@@ -297,8 +306,10 @@ def _certificate_problems(tls) -> list[Problem]:
                 "inference.tls.domain",
                 tls.domain,
                 "not a DNS name",
-                "a lower-case name, e.g. api.example.com",
-                "pulumi config set --path inference.tls.domain api.example.com",
+                "a lower-case name, e.g. api.example.com (an international name in its "
+                "IDNA form, xn--...)",
+                "pulumi config set --path inference.tls.domain "
+                + (dns_name(tls.domain, DOMAIN) or "<domain> (your own, e.g. api.example.com)"),
             )
         )
     if not tls.hosted_zone_id:
