@@ -24,7 +24,10 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     OK: ("OK", "the command did what was asked"),
     INTERNAL: ("INTERNAL", "a bug in gpuc: the message asks for a report"),
     USAGE: ("USAGE", "the command line itself (argparse, a missing confirmation)"),
-    INPUT: ("INPUT", "your input is wrong: stack file, YAML, configuration, option values"),
+    INPUT: (
+        "INPUT",
+        "your input is wrong: stack file, YAML, configuration, option values, your own program",
+    ),
     AWS: ("AWS", "an AWS call failed: credentials, permissions, limits, capacity"),
     FINDINGS: (
         "FINDINGS",
