@@ -201,3 +201,55 @@ def test_a_components_docstring_names_only_its_outputs(tmp_path, component):
     # a single dev box has private_ips instead of a node group: "instance" likewise for a group
     optional = {"private_ips", "instance"}
     assert set(names) - optional <= found, sorted(set(names) - found)
+
+
+# --- the config keys the README and docs tell a reader to set ------------------------------------
+
+SET_COMMANDS = re.compile(
+    r"pulumi config set (?:--path |--secret |--plaintext )*(?:gpu-cluster:)?([A-Za-z][\w.]*)"
+    r"|--set(?:-path)? ([A-Za-z][\w.]*)="
+    r"|gpu-cluster:([a-z][A-Za-z]*(?:\.[A-Za-z]\w*)*)(?![\w:/$-])"
+    r"|gpu-cluster:([a-z][A-Za-z]*):(?=\s)"  # a stack file's key, in a YAML block
+)
+# what a page names on purpose that is not a key: a typo an error block shows, placeholders, the
+# nodes' health tag (gpu-cluster:health; gpu-cluster:stack-id is skipped by the pattern)
+NOT_KEYS = {"nodez", "K", "KEY", "NAME", "health"}
+
+
+def key_exists(path: str) -> bool:
+    """A dotted camelCase path names a field of the stack's spec (a mapping's own keys: any)."""
+    from pydantic import BaseModel
+
+    from gpu_cluster.infra.spec import StackSpec
+
+    model: type[BaseModel] | None = StackSpec
+    for part in path.split("."):
+        if model is None:  # inside a mapping (tags, secrets): any key
+            return True
+        fields = {f.alias or name: f for name, f in model.model_fields.items()}
+        if part not in fields:
+            return False
+        annotation = fields[part].annotation
+        options = (annotation, *getattr(annotation, "__args__", ()))
+        model = next((o for o in options if isinstance(o, type) and issubclass(o, BaseModel)), None)
+    return True
+
+
+def documented_keys() -> list[tuple[str, str]]:
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for match in SET_COMMANDS.finditer(page.read_text()):
+            key = next(group for group in match.groups() if group)
+            if key.split(".")[0] not in NOT_KEYS:
+                found.append((str(page.relative_to(ROOT)), key))
+    return sorted(set(found))
+
+
+def test_the_pages_name_config_keys():
+    assert len(documented_keys()) > 20
+
+
+@pytest.mark.parametrize(("page", "key"), documented_keys(), ids=lambda v: v)
+def test_every_config_key_a_page_names_exists(page, key):
+    # gpu-cluster:<room>:<Type> is a component's type token, not a key (no ':' after a key)
+    assert key_exists(key), f"{page} names gpu-cluster:{key}, which is not a stack key"
