@@ -73,6 +73,8 @@ class ProgramError(CommandError):
 
     def __init__(self, error: BaseException, frames: list[traceback.FrameSummary]) -> None:
         what = f"{type(error).__name__}: {error}".rstrip(": ")
+        if isinstance(error, SystemExit):  # sys.exit() ends a Pulumi program's run as a failure
+            what = f"it called sys.exit({error.code!r}) before its end"
         where = [f"  {frame.filename}, line {frame.lineno}, in {frame.name}" for frame in frames]
         code = [frame.line for frame in frames]
         lines: list[str] = []

@@ -65,6 +65,7 @@ USER_FAILURES = [
     ("import error", "from gpu_cluster import NoSuchThing\n", {}, 4, "ImportError"),
     ("module not found", "import not_installed_anywhere\n", {}, 4, "ModuleNotFoundError"),
     ("name error", "print(undefined_name)\n", {}, 4, "NameError"),
+    ("sys.exit", "import sys\nsys.exit(2)\n", {}, 5, "it called sys.exit(2)"),
     (
         "their own raise",
         "def check():\n    raise ValueError('budget too small')\ncheck()\n",

@@ -334,7 +334,7 @@ def run_plan(
         _sync_await(run_pulumi_func(run_program))
     except ConfigError as error:
         plan.error = error
-    except Exception as error:  # the user's program's own failure is theirs (infra/blame.py)
+    except (Exception, SystemExit) as error:  # the user's own failure is theirs (blame.py)
         blamed = program_error(error)
         if blamed is None:
             raise
