@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
-from gpu_cluster.infra.outcome import AWS, INPUT, OK, USAGE, CommandError, from_exception, report
+from gpu_cluster.infra.json_doc import camel_fields, dump
+from gpu_cluster.infra.outcome import (
+    AWS,
+    FINDINGS,
+    INPUT,
+    OK,
+    USAGE,
+    CommandError,
+    from_exception,
+    report,
+)
 from gpu_cluster.infra.overrides import add_override_options
 
 EXIT_CONFIG = INPUT  # kept for callers of the old name
@@ -114,7 +124,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.resume import run_resume
 
-    return run_resume(args.stack)
+    return run_resume(args.stack, args.json)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -131,7 +141,10 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
     rows = catalog_rows(
         load_catalog(), price_table(), args.region, args.gpu, args.min_gpus, args.offered
     )
-    print(catalog_text(rows, args.region))
+    if args.json:
+        dump({"region": args.region, "instanceTypes": [camel_fields(row) for row in rows]})
+    else:
+        print(catalog_text(rows, args.region))
     return OK
 
 
@@ -152,6 +165,10 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
         else fresh
     )
     path = write_catalog(catalog, path)
+    if args.json:
+        types, regions = len(catalog.instance_types), len(catalog.offerings)
+        dump({"path": str(path), "instanceTypes": types, "regions": regions})
+        return OK
     print(
         f"wrote {len(catalog.instance_types)} GPU instance types for "
         f"{len(catalog.offerings)} regions to {path}"
@@ -181,16 +198,15 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         where = f"{spec.region}, {spec.availability_zone}"
     else:
         raise CommandError(INPUT, f"stack '{args.stack}' has nothing preflight can check")
+    for warning in spec.warnings:  # as `gpuc plan` prints them (a stack file's 010 is 8)
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
-        json.dump([vars(check) for check in checks], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        dump([camel_fields(check) for check in checks])
     else:
         print(f"Preflight for stack '{args.stack}' ({where}):")
         for check in checks:
             print(f"  {check.status.upper():<5} {check.name:<18} {check.detail}")
             if check.fix and check.status != "pass":
-    for warning in spec.warnings:  # as `gpuc plan` prints them (a stack file's 010 is 8)
-        print(f"warning: {warning}", file=sys.stderr)
                 print(f"        fix: {check.fix}")
     return AWS if any(check.status == FAIL for check in checks) else OK
 
@@ -229,13 +245,26 @@ def stack_region(
     """The region asked for, else the stack file's aws:region, else us-east-1 (a destroyed
     stack's file may be gone: then say which region is searched). ``settings``: the stack
     file's, when the caller has read them already."""
+    from gpu_cluster.infra.regions import checked_region
+
     if region:
-        return region
+        return checked_region(region)
     settings = settings if settings is not None else stack_settings(stack)
     if settings is None:
         print(f"no stack file for '{stack}': looking in us-east-1 (--region R)", file=sys.stderr)
         return "us-east-1"
-    return settings.get("aws:region") or "us-east-1"
+    return checked_region(
+        settings.get("aws:region") or "us-east-1", f"aws:region in stacks/Pulumi.{stack}.yaml"
+    )
+
+
+def check_regions(args: argparse.Namespace) -> None:
+    """Every --region given is one AWS has (INPUT, with a did-you-mean, before any call)."""
+    from gpu_cluster.infra.regions import checked_region
+
+    given = getattr(args, "region", None)
+    for region in given if isinstance(given, list) else [given] if given is not None else []:
+        checked_region(region)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -250,9 +279,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         nodes = [n for n in nodes if n.belongs_to(stack)]
     unowned = {n.instance_id for n in orphans(nodes, available_stacks(project_root()))}
     if args.json:
-        rows = [vars(n) | {"noStackFile": n.instance_id in unowned} for n in nodes]
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        dump([camel_fields(n) | {"noStackFile": n.instance_id in unowned} for n in nodes])
         return OK
     if not nodes:
         print(f"no gpu-cluster nodes run in {args.region}")
@@ -296,8 +323,6 @@ def kept_data_note(stack: str) -> str:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws import client
     from gpu_cluster.infra.aws.sweep import Sweeper
-    from gpu_cluster.infra.outcome import USAGE
-    from gpu_cluster.infra.prices.unit_prices import hours_per_month
 
     settings = stack_settings(args.stack)
     args.region = stack_region(args.stack, args.region, settings)
@@ -316,13 +341,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         keeps_data=owns_bucket(settings),
     )
     leftovers = sweeper.find()
-    total = sum(leftover.usd_per_hour for leftover in leftovers)
     for kind, why in sweeper.unsupported:
         print(f"warning: this endpoint cannot list {kind}: {why}", file=sys.stderr)
     if sweeper.skipped:  # what could not be looked at may still bill: claim nothing
         for kind, why in sweeper.skipped:
             print(f"error: could not list {kind}: {why}", file=sys.stderr)
-        for leftover in leftovers:
+        for leftover in leftovers if not args.json else []:  # --json: in the error document
             print(f"  found {leftover.kind} {leftover.resource_id} ({leftover.detail})")
         not_checked = [kind for kind, _ in sweeper.skipped]
         raise CommandError(
@@ -330,42 +354,63 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"gpuc sweep could not check {len(not_checked)} kind(s) in {args.region} "
             f"({', '.join(not_checked)}): the stack may still leave resources there; nothing "
             "was deleted. Fix access (credentials, endpoint, IAM) and run it again.",
-            [{"notChecked": not_checked, "found": [vars(leftover) for leftover in leftovers]}],
+            [{"notChecked": not_checked, "found": [camel_fields(left) for left in leftovers]}],
         )
-    if args.json and not args.delete:
-        json.dump([vars(leftover) for leftover in leftovers], sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return OK
     if sweeper.keeps_data:
         print(kept_data_note(args.stack), file=sys.stderr)
+    if args.json and not args.delete:  # what is left is a finding (exit 5), as audit's
+        dump([camel_fields(leftover) for leftover in leftovers])
+        return FINDINGS if leftovers else OK
+    if not args.json:
+        print_leftovers(args.stack, args.region, sweeper.identity.stack_id, leftovers)
     if not leftovers:
-        stack_id = sweeper.identity.stack_id  # what sweep matches (another region's is not it)
-        print(f"nothing tagged gpu-cluster:stack-id={stack_id} is left in {args.region}")
+        if args.json:
+            dump({"deleted": [], "notDeleted": []})
         return OK
-    print(f"Left behind by stack '{args.stack}' in {args.region}:")
+    if not args.delete:
+        print(f"delete them with: gpuc sweep --stack {args.stack} --region {args.region} --delete")
+        return FINDINGS
+    confirmed = args.yes or (
+        not args.json
+        and sys.stdin.isatty()
+        and input("delete all of these? [y/N] ").strip().lower() == "y"
+    )
+    if not confirmed:
+        raise CommandError(USAGE, "nothing deleted (confirm with --yes)")
+    failures = sweeper.delete_all(leftovers)
+    if args.json:
+        failed = [leftover for leftover, _ in failures]
+        dump(
+            {
+                "deleted": [camel_fields(x) for x in leftovers if x not in failed],
+                "notDeleted": [camel_fields(x) | {"error": str(why)} for x, why in failures],
+            }
+        )
+    else:
+        for leftover, error in failures:
+            print(f"  could not delete {leftover.kind} {leftover.resource_id}: {error}")
+        print(f"deleted {len(leftovers) - len(failures)} of {len(leftovers)}")
+    return AWS if failures else OK
+
+
+def print_leftovers(stack: str, region: str, stack_id: str, leftovers: list[Any]) -> None:
+    """What sweep found, a line each, and what it costs (or that nothing is left)."""
+    from gpu_cluster.infra.prices.unit_prices import hours_per_month
+
+    if not leftovers:  # stack_id: what sweep matches (another region's is not it)
+        print(f"nothing tagged gpu-cluster:stack-id={stack_id} is left in {region}")
+        return
+    print(f"Left behind by stack '{stack}' in {region}:")
     for leftover in leftovers:
         print(
             f"  {leftover.kind:<20}{leftover.resource_id:<28}${leftover.usd_per_hour:>8.3f}/h"
             f"  {leftover.detail}"
         )
+    total = sum(leftover.usd_per_hour for leftover in leftovers)
     print(
-        f"about ${total:,.3f}/hour (${total * hours_per_month(args.region):,.0f}/month); the "
-        "data stack's bucket and "
-        "key are never swept"
+        f"about ${total:,.3f}/hour (${total * hours_per_month(region):,.0f}/month); the "
+        "data stack's bucket and key are never swept"
     )
-    if not args.delete:
-        print(f"delete them with: gpuc sweep --stack {args.stack} --region {args.region} --delete")
-        return OK
-    confirmed = args.yes or (
-        sys.stdin.isatty() and input("delete all of these? [y/N] ").strip().lower() == "y"
-    )
-    if not confirmed:
-        raise CommandError(USAGE, "nothing deleted (confirm with --yes)")
-    failures = sweeper.delete_all(leftovers)
-    for leftover, error in failures:
-        print(f"  could not delete {leftover.kind} {leftover.resource_id}: {error}")
-    print(f"deleted {len(leftovers) - len(failures)} of {len(leftovers)}")
-    return AWS if failures else OK
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
@@ -467,13 +512,13 @@ def cmd_cost(args: argparse.Namespace) -> int:
 def cmd_block_offerings(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.block_command import run_offerings
 
-    return run_offerings(args.stack, args.hours, args.start)
+    return run_offerings(args.stack, args.hours, args.start, args.json)
 
 
 def cmd_block_purchase(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.block_command import run_purchase
 
-    return run_purchase(args.offering_id, args.region, args.yes)
+    return run_purchase(args.offering_id, args.region, args.yes, args.json)
 
 
 def cmd_prices_refresh(args: argparse.Namespace) -> int:
@@ -493,6 +538,9 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
     meta = args.output.with_suffix(".meta.json") if args.output else META_PATH
     rows, kept = merged_price_rows(prices, rows, regions)
     write_prices(rows, regions, prices, meta, kept_regions=kept)
+    if args.json:
+        dump({"path": str(prices), "rows": len(rows), "regions": regions, "keptRegions": kept})
+        return OK
     print(f"wrote {len(rows)} price rows for {len(regions)} regions to {prices}")
     return OK
 
@@ -558,6 +606,7 @@ def parser() -> argparse.ArgumentParser:
         "resume", help="start what the idle stop, a schedule or expiresAt stopped (needs AWS)"
     )
     resume.add_argument("--stack", "-s", required=True)
+    resume.add_argument("--json", action="store_true")
     resume.set_defaults(func=cmd_resume)
     audit = sub.add_parser("audit", help="the security controls over a stack's plan (offline)")
     add_override_options(audit)
@@ -718,6 +767,7 @@ def parser() -> argparse.ArgumentParser:
     offerings.add_argument("--stack", "-s", required=True)
     offerings.add_argument("--hours", type=int, required=True, help="block length, whole days")
     offerings.add_argument("--start", help="earliest start date (UTC), e.g. 2027-01-15")
+    offerings.add_argument("--json", action="store_true")
     offerings.set_defaults(func=cmd_block_offerings)
     buy = block_sub.add_parser("purchase", help="buy an offering (cannot be cancelled)")
     buy.add_argument(
@@ -725,6 +775,7 @@ def parser() -> argparse.ArgumentParser:
     )
     buy.add_argument("--region", default="us-east-1")
     buy.add_argument("--yes", action="store_true", help="confirm: the block cannot be cancelled")
+    buy.add_argument("--json", action="store_true")
     buy.set_defaults(func=cmd_block_purchase)
     estimate = sub.add_parser("estimate", help="what bounds a training step, what an epoch costs")
     add_override_options(estimate)
@@ -771,6 +822,7 @@ def parser() -> argparse.ArgumentParser:
     prices_refresh.add_argument(
         "--output", type=Path, help="write here instead of the bundled file"
     )
+    prices_refresh.add_argument("--json", action="store_true")
     prices_refresh.set_defaults(func=cmd_prices_refresh)
     catalog = sub.add_parser("catalog", help="the bundled GPU instance catalog")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
@@ -779,10 +831,12 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--gpu", help="only this GPU model, e.g. A100")
     listing.add_argument("--min-gpus", type=float, default=0, help="at least this many per node")
     listing.add_argument("--offered", action="store_true", help="only types offered in the region")
+    listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=cmd_catalog_list)
     refresh = catalog_sub.add_parser("refresh", help="rebuild the catalog from EC2 (boto3)")
     refresh.add_argument("--region", action="append", help="region to describe (repeatable)")
     refresh.add_argument("--output", type=Path, help="write here instead of the bundled file")
+    refresh.add_argument("--json", action="store_true")
     refresh.set_defaults(func=cmd_catalog_refresh)
     return root
 
@@ -862,6 +916,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return OK
         args.own_process = own_process
         try:
+            check_regions(args)
             return args.func(args)
         except BrokenPipeError:
             raise

@@ -293,10 +293,10 @@ def test_cost_quotes_a_block_length_aws_sells(days, hours):
     assert duration_problem(block_hours(days)) is None
 
 
-def test_a_bad_region_is_an_aws_error_not_a_traceback(capsys):
-    assert main(["prices", "refresh", "--region", "bad region!"]) == AWS
+def test_a_bad_region_is_refused_before_any_call(capsys):
+    assert main(["prices", "refresh", "--region", "bad region!"]) == INPUT
     err = capsys.readouterr().err
-    assert "bad region!" in err and "kept unchanged" in err
+    assert "--region 'bad region!' is not an AWS region" in err
 
 
 def test_refreshing_one_regions_prices_keeps_the_others(tmp_path):

@@ -136,8 +136,8 @@ def test_estimate_shows_both_all_reduce_shapes_and_whether_the_model_fits(capsys
         (2 * (gpus - 1) / gpus) / (2 * (nodes - 1) / nodes)
     )
     memory = doc["memory"]
-    assert memory["per_gpu_gib_replicated"] == pytest.approx(7e9 * 16 / 2**30)
-    assert memory["per_gpu_gib_sharded"] == pytest.approx(7e9 * 16 / 2**30 / gpus)
+    assert memory["perGpuGibReplicated"] == pytest.approx(7e9 * 16 / 2**30)
+    assert memory["perGpuGibSharded"] == pytest.approx(7e9 * 16 / 2**30 / gpus)
     assert not memory["fitsReplicated"] and memory["fitsSharded"]  # 104 GiB vs 40 GiB A100s
     assert doc["claims"] == []  # the quoted figures only with --claims
 

@@ -77,7 +77,7 @@ def test_gpuc_status_prints_and_marks_nodes_without_a_stack_file(capsys):
     assert "burning about $" in out
     assert main(["status", "--stack", "train", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["instance_type"] for r in rows] == ["p4d.24xlarge"]
+    assert [r["instanceType"] for r in rows] == ["p4d.24xlarge"]
     assert rows[0]["noStackFile"] is False
 
 

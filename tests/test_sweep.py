@@ -20,6 +20,7 @@ from gpu_cluster.infra import stack_files as cli_stack_files
 from gpu_cluster.infra.aws.sweep import Sweeper
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, kind_name
 from gpu_cluster.infra.cli import main
+from gpu_cluster.infra.outcome import FINDINGS
 
 REGION = "us-east-1"
 
@@ -144,7 +145,7 @@ def test_sweep_finds_exactly_what_a_partial_teardown_left_and_deletes_it(capsys)
     assert sum(f.usd_per_hour for f in found) > 21  # the p4d node dominates
     # moto has no placement-group API: sweep says this endpoint cannot list it
     assert any(kind == "placement groups" for kind, _ in sweeper_with_skips("train"))
-    assert main(["sweep", "--stack", "train"]) == 0
+    assert main(["sweep", "--stack", "train"]) == FINDINGS  # leftovers are a finding
     out = capsys.readouterr().out
     assert "never swept" in out and "gpuc sweep --stack train --region us-east-1 --delete" in out
     assert main(["sweep", "--stack", "train", "--delete"]) == 2  # not confirmed: nothing gone
@@ -189,7 +190,7 @@ def test_status_and_sweep_end_to_end_against_a_moto_server(moto_server):
     deleted = gpuc("sweep", "--stack", "train", "--delete", "--yes")
     assert deleted.returncode == 0, deleted.stdout + deleted.stderr
     again = gpuc("sweep", "--stack", "train", "--json")
-    billing = [row for row in __import__("json").loads(again.stdout) if row["usd_per_hour"] > 0]
+    billing = [row for row in __import__("json").loads(again.stdout) if row["usdPerHour"] > 0]
     assert billing == []
 
 
@@ -307,7 +308,7 @@ def test_sweep_and_status_look_in_the_stacks_own_region(monkeypatch, capsys):
     )
     assert cli.main(["status", "--stack", "euro"]) == 0
     assert "g5.xlarge" in capsys.readouterr().out
-    assert cli.main(["sweep", "--stack", "euro"]) == 0
+    assert cli.main(["sweep", "--stack", "euro"]) == FINDINGS
     out = capsys.readouterr().out
     assert "in eu-west-1" in out and "--region eu-west-1 --delete" in out
     assert cli.stack_region("euro", "us-west-2") == "us-west-2"  # --region wins

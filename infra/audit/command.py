@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gpu_cluster.infra.json_doc import camel
 from gpu_cluster.infra.outcome import FINDINGS, OK, from_exception
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.engine import Plan, run_plan
@@ -97,7 +98,9 @@ def run_audit(stack: str, as_json: bool, overrides: Sequence[tuple[str, str]] = 
     if as_json:
         document = {
             "stack": stack,
-            "summary": summary(findings),
+            "summary": {
+                camel(status.replace(" ", "_")): n for status, n in summary(findings).items()
+            },
             "controls": [finding_json(f) for f in findings],
         }
         json.dump(document, sys.stdout, indent=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gpu_cluster.infra.aws.capacity_blocks import duration_problem, list_offerings, purchase
+from gpu_cluster.infra.json_doc import camel_fields, dump
 from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError, load_cluster_spec
 
 
@@ -15,7 +16,7 @@ def parse_start(text: str | None) -> datetime | None:
     return start if start.tzinfo else start.replace(tzinfo=UTC)
 
 
-def run_offerings(stack: str, hours: int, start_text: str | None) -> int:
+def run_offerings(stack: str, hours: int, start_text: str | None, as_json: bool = False) -> int:
     problem = duration_problem(hours)
     if problem:
         raise CommandError(INPUT, problem)
@@ -30,6 +31,18 @@ def run_offerings(stack: str, hours: int, start_text: str | None) -> int:
     if "capacity-block" not in spec.facts.usage_classes:
         raise CommandError(INPUT, f"{kind} is not sold as Capacity Blocks")
     offerings = list_offerings(spec.region, kind, spec.node_count, hours, start)
+    if as_json:
+        dump(
+            {
+                "stack": stack,
+                "region": spec.region,
+                "availabilityZone": spec.availability_zone,
+                "offerings": [
+                    camel_fields(o) | {"usdPerInstanceHour": o.instance_hourly} for o in offerings
+                ],
+            }
+        )
+        return OK
     if not offerings:
         print(f"no Capacity Block offerings for {spec.node_count} x {kind} for {hours} h")
         return OK
@@ -51,7 +64,7 @@ def run_offerings(stack: str, hours: int, start_text: str | None) -> int:
     return OK
 
 
-def run_purchase(offering_id: str, region: str, yes: bool) -> int:
+def run_purchase(offering_id: str, region: str, yes: bool, as_json: bool = False) -> int:
     if not yes:
         raise CommandError(
             USAGE,
@@ -59,10 +72,14 @@ def run_purchase(offering_id: str, region: str, yes: bool) -> int:
             "cancelled. Run again with --yes to buy it.",
         )
     block = purchase(region, offering_id)
+    if as_json:
+        dump(block)
+        return OK
+    when = f"{block['start']} to {block['end']}" if block["start"] and block["end"] else ""
+    facts = ", ".join(filter(None, [block["instanceType"], block["availabilityZone"], when]))
     print(
-        f"bought Capacity Block {block['id']} ({block['instanceType']}, "
-        f"{block['availabilityZone']}, {block['start']} to {block['end']}); it cannot be "
-        "cancelled.\nUse it: pulumi config set purchaseOption capacity-block && "
+        f"bought Capacity Block {block['id']}" + (f" ({facts})" if facts else "") + "; it cannot "
+        "be cancelled.\nUse it: pulumi config set purchaseOption capacity-block && "
         f"pulumi config set --path capacityBlock.id {block['id']}"
     )
     return OK

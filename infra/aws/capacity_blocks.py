@@ -107,6 +107,6 @@ def purchase(region: str, offering_id: str, session: boto3.Session | None = None
         "id": reservation["CapacityReservationId"],
         "instanceType": reservation.get("InstanceType", ""),
         "availabilityZone": reservation.get("AvailabilityZone", ""),
-        "start": str(reservation.get("StartDate", "")),
-        "end": str(reservation.get("EndDate", "")),
+        "start": str(reservation.get("StartDate") or ""),
+        "end": str(reservation.get("EndDate") or ""),
     }

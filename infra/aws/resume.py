@@ -7,6 +7,7 @@ from typing import Any
 
 from gpu_cluster.components.naming import STACK_TAG
 from gpu_cluster.infra.aws import call, client, paginate
+from gpu_cluster.infra.json_doc import dump
 from gpu_cluster.infra.outcome import OK, load_cluster_spec
 
 
@@ -69,7 +70,7 @@ def resume(
     return done
 
 
-def run_resume(stack: str) -> int:
+def run_resume(stack: str, as_json: bool = False) -> int:
     spec = load_cluster_spec(stack)
     if spec.inference is not None:  # a service comes back at its minimum, scaling from there
         nodes = minimum = spec.inference.min_nodes
@@ -86,5 +87,8 @@ def run_resume(stack: str) -> int:
         minimum,
         maximum,
     )
-    print("\n".join(done) if done else f"nothing of stack '{stack}' is stopped in {spec.region}")
+    if as_json:
+        dump({"stack": stack, "region": spec.region, "resumed": done})
+    else:
+        print("\n".join(done) or f"nothing of stack '{stack}' is stopped in {spec.region}")
     return OK

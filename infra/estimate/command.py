@@ -22,6 +22,7 @@ from gpu_cluster.infra.estimate.model import (
     step_times,
     throughput,
 )
+from gpu_cluster.infra.json_doc import camel_fields
 from gpu_cluster.infra.outcome import OK, load_cluster_spec
 from gpu_cluster.infra.validation import ResolvedCluster
 
@@ -80,7 +81,7 @@ def report(spec: ResolvedCluster, work: Workload, with_claims: bool = False) -> 
         },
         "nvmeBasis": nvme_basis,
         "computeSeconds": steps.compute_s,
-        "memory": vars(fit)
+        "memory": camel_fields(fit)
         | {"fitsReplicated": fit.fits_replicated, "fitsSharded": fit.fits_sharded},
         "workload": {
             "datasetGb": work.dataset_gb,
@@ -131,11 +132,11 @@ def text(doc: dict[str, Any]) -> str:
     lines += [
         "",
         f"Memory per GPU for weights, gradients and Adam states (16 B/param, mixed precision; "
-        f"activations extra), {memory['gpu_gib']:.0f} GiB per GPU:",
-        f"  replicated (DDP): {memory['per_gpu_gib_replicated']:,.1f} GiB - "
+        f"activations extra), {memory['gpuGib']:.0f} GiB per GPU:",
+        f"  replicated (DDP): {memory['perGpuGibReplicated']:,.1f} GiB - "
         + ("fits" if memory["fitsReplicated"] else "does not fit: shard it"),
         f"  sharded over every GPU (FSDP full shard / ZeRO-3): "
-        f"{memory['per_gpu_gib_sharded']:,.1f} GiB - "
+        f"{memory['perGpuGibSharded']:,.1f} GiB - "
         + ("fits" if memory["fitsSharded"] else "does not fit even sharded: more GPUs"),
     ]
     lines += [

@@ -1,0 +1,43 @@
+"""The AWS regions botocore knows (its endpoints data, every partition), and a region a user
+typed checked against them before any call, with a did-you-mean."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from gpu_cluster.infra.problems import INPUT, CommandError
+from gpu_cluster.infra.suggest import suggest
+
+
+@cache
+def known_regions() -> frozenset[str]:
+    """Every region with an EC2 endpoint in botocore's endpoints data, in every partition
+    (aws, aws-cn, aws-us-gov, ...): what ``boto3.session.Session().get_available_regions``
+    answers, partition by partition."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return frozenset(
+        region
+        for partition in session.get_available_partitions()
+        for region in session.get_available_regions("ec2", partition_name=partition)
+    )
+
+
+def region_problem(region: str, flag: str = "--region") -> str | None:
+    """Why ``region`` is not an AWS region (None when it is one)."""
+    if region in known_regions():
+        return None
+    what = f"{flag} '{region}' is not an AWS region" if region.strip() else f"{flag} is empty"
+    return (
+        f"{what}; {suggest(region.strip().lower(), known_regions())}"
+        "regions look like us-east-1 or eu-west-2 (`aws ec2 describe-regions` lists yours)"
+    )
+
+
+def checked_region(region: str, flag: str = "--region") -> str:
+    """``region`` when AWS has it, else a CommandError (INPUT) before any call is made."""
+    problem = region_problem(region, flag)
+    if problem:
+        raise CommandError(INPUT, problem)
+    return region
