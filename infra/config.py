@@ -16,6 +16,7 @@ from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
 from gpu_cluster.infra.examples import (
     enabled_switch,
     field_error,
+    is_list,
     is_mapping,
     is_off,
     means_no_limit,
@@ -89,8 +90,8 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
                     received=value,
                     problem="unknown key 'region'",
                     allowed=", ".join(sorted(CONFIG_KEYS)),
-                    fix=f"did you mean '{REGION_KEY}'? `pulumi config rm region` and "
-                    f"`pulumi config set {REGION_KEY} {value}`",
+                    fix=f"did you mean '{REGION_KEY}'? pulumi config rm region && "
+                    f"pulumi config set {REGION_KEY} {value}",
                 )
             )
             continue
@@ -98,6 +99,9 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
+                if is_list((key,)):  # secrets: a list of names
+                    problems.append(list_problem(full_key, key, value))
+                    continue
                 problems.append(
                     Problem(
                         path=full_key,
@@ -112,15 +116,7 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
-                problems.append(
-                    Problem(
-                        path=full_key,
-                        received=value,
-                        problem="expected a list, got a plain string",
-                        allowed="a YAML list, e.g. [name@example.com]",
-                        fix=list_fix((key,), value),
-                    )
-                )
+                problems.append(list_problem(full_key, key, value))
                 continue
         if key == "secrets":
             value, secret_problems = secret_names(value)
@@ -180,6 +176,16 @@ def mapping_fix(loc: tuple[Any, ...], value: Any, then: str = "") -> str:
     return (
         f", then set the fields of {path} (a mapping, not a plain value): "
         f"pulumi config set --path {path}.<field> <value>"
+    )
+
+
+def list_problem(full_key: str, key: str, value: str) -> Problem:
+    return Problem(
+        path=full_key,
+        received=value,
+        problem="expected a list, got a plain string",
+        allowed="a YAML list, e.g. [name@example.com]",
+        fix=list_fix((key,), value),
     )
 
 

@@ -182,6 +182,12 @@ def field_error(loc: tuple[Any, ...], value: Any) -> ErrorDetails | None:
     return None
 
 
+def is_list(loc: tuple[Any, ...]) -> bool:
+    """The field at ``loc`` holds a list (secrets, alertEmails)."""
+    found = field_at(loc)
+    return found is not None and getattr(found[1].annotation, "__origin__", None) is list
+
+
 def is_mapping(loc: tuple[Any, ...]) -> bool:
     """The field at ``loc`` holds a mapping of settings or a list (never a plain value)."""
     found = field_at(loc)

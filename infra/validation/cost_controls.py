@@ -215,7 +215,7 @@ def _expiry(spec: StackSpec, problems: list[Problem], now: datetime) -> datetime
                 received=text,
                 problem="not a date and time with a time zone",
                 allowed="RFC 3339 in UTC, e.g. 2027-01-31T18:00:00Z",
-                fix="pulumi config set expiresAt 2027-01-31T18:00:00Z",
+                fix=f"pulumi config set expiresAt {in_utc(text) or '2027-01-31T18:00:00Z'}",
             )
         )
         return None
@@ -276,6 +276,16 @@ def timezone_meant(text: str) -> tuple[str, str]:
         return by_case[text.lower()], ""
     near = closest(text, [z for z in zones if "/" in z]) if "/" in text else zone_of_city(text)
     return (near, "") if near else ("UTC", "")
+
+
+def in_utc(text: str) -> str | None:
+    """A date, or a date and time without a zone, as that time in UTC (2027-01-31 ->
+    2027-01-31T00:00:00Z): what a user writing no zone evidently meant."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace(" ", "T"))
+    except ValueError:
+        return None
+    return rfc3339(moment.replace(tzinfo=UTC)) if moment.tzinfo is None else None
 
 
 def later_same_day(start: str) -> str:

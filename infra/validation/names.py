@@ -12,7 +12,7 @@ from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import (
     StackSpec,
 )
-from gpu_cluster.infra.suggest import suggest
+from gpu_cluster.infra.suggest import closest, suggest
 from gpu_cluster.infra.validation.common import key
 
 CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]\Z")
@@ -82,8 +82,9 @@ def check_region(spec: StackSpec, catalog: Catalog) -> list[Problem]:
             received=spec.region,
             problem="no GPU offerings are known for this region",
             allowed=", ".join(catalog.regions),
-            fix=f"{suggest(spec.region, catalog.regions)}`pulumi config set aws:region <region>`, "
-            "or add the region with `gpuc catalog refresh --region <region>`",
+            fix=f"{suggest(spec.region, catalog.regions)}pulumi config set aws:region "
+            f"{closest(spec.region, catalog.regions) or '<region>'} (or add the region with "
+            f"`gpuc catalog refresh --region {spec.region}`)",
         )
     ]
 
