@@ -34,7 +34,7 @@ from gpu_cluster.infra.overrides import apply_overrides
 from gpu_cluster.infra.spec import CONFIG_KEYS, OBJECT_KEYS
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation import ResolvedCluster
-from gpu_cluster.infra.validation.names import COMPUTE_KEYS
+from gpu_cluster.infra.validation.stage_keys import stages_using
 from gpu_cluster.policy.pack import audit
 
 ACCOUNT = "123456789012"  # moto's
@@ -77,7 +77,8 @@ def repo(index: int) -> str:
 
 
 def test_the_key_is_registered_everywhere_a_key_is():
-    assert "jobs" in CONFIG_KEYS and "jobs" in OBJECT_KEYS and "jobs" in COMPUTE_KEYS
+    assert "jobs" in CONFIG_KEYS and "jobs" in OBJECT_KEYS
+    assert stages_using("jobs") == ("dev box", "experiment", "train")
     assert NESTED_KEYS["jobs"] == frozenset({"repositories"})
     keys = (ROOT / "docs" / "concepts" / "configuration.md").read_text()
     (row,) = [line for line in keys.splitlines() if line.startswith("| `jobs` |")]
@@ -153,10 +154,10 @@ def test_too_many_repositories_for_the_roles_inline_policies():
 
 def test_only_training_stacks_take_the_key():
     data = problems(train({"repositories": ["train"]}, stack="data"), "data")["gpu-cluster:jobs"]
-    assert "a data stack has no compute" in data.problem and data.fix == "pulumi config rm jobs"
+    assert "the data stage" in data.problem and data.fix == "pulumi config rm jobs"
     serving = train({"repositories": ["train"]}, stack="inference")
     found = problems(serving, "inference")["gpu-cluster:jobs"]
-    assert "training stack (role: cluster)" in found.problem
+    assert "the inference stage" in found.problem and "cluster" in found.problem
     assert found.received == {"repositories": ["train"]} and found.fix == "pulumi config rm jobs"
 
 

@@ -795,16 +795,14 @@ def test_data_stack_with_an_instance_type():
     problem = only_problem(data_config(instanceType="p4d.24xlarge"), "data")
     assert problem.path == "gpu-cluster:instanceType"
     assert problem.received == "p4d.24xlarge"
-    assert problem.problem == "a data stack has no compute; this key is not used"
-    assert problem.allowed == "unset (role: data)"
+    assert problem.problem.startswith("the data stage (role: data")
+    assert "ignores instanceType: a data stack has no nodes" in problem.problem
+    assert problem.allowed.startswith("not set on this stage; the data stage uses role, ")
     assert problem.fix == "pulumi config rm instanceType"
 
 
 def test_data_stack_must_create_its_bucket():
-    problem = only_problem(
-        data_config(storage={"source": "stack", "stack": "organization/gpu-cluster/data"}),
-        "data",
-    )
+    problem = only_problem(data_config(storage={"source": "stack"}), "data")
     assert problem.path == "gpu-cluster:storage.source"
     assert problem.received == "stack"
     assert problem.allowed == "create"
@@ -894,7 +892,9 @@ def test_unknown_region_adds_no_knock_on_offering_errors():
 def test_data_stack_rejects_compute_settings(name, value):
     problem = only_problem(data_config(**{name: value}), "data")
     assert problem.path == f"gpu-cluster:{name}"
-    assert problem.problem == "a data stack has no compute; this key is not used"
+    assert problem.problem.startswith(
+        f"the data stage (role: data, the bucket and its key) ignores {name}: "
+    )
     assert problem.fix == f"pulumi config rm {name}"
 
 

@@ -20,46 +20,19 @@ from gpu_cluster.infra.reference.markdown import (
     slug,
 )
 from gpu_cluster.infra.spec import PROJECT, StackSpec, true_or_false, whole_number
+from gpu_cluster.infra.validation.stage_keys import STAGES, stages_using
 
 REGION_KEY = "aws:region"  # the spec's `region` field, read from aws:region only (config.py)
 
 
-# Stages are a stack's role (infra/spec.py StackSpec.role); a dev box is a cluster of one
-# on-demand node (components/purchase.py is_single_instance).
-ROLES = ("cluster", "inference", "data")
-
-
-def _not_for_roles() -> dict[str, tuple[tuple[str, str], ...]]:
-    """Top-level key -> ((role, why), ...): the roles whose stacks refuse the key, as the
-    meaning checks enforce it (tests/test_reference_docs.py checks each against them)."""
-    from gpu_cluster.infra.validation.names import COMPUTE_KEYS, DATA_ONLY_KEYS
-
-    refused: dict[str, list[tuple[str, str]]] = {}
-    for name in COMPUTE_KEYS:  # names.check_data_stack
-        refused.setdefault(name, []).append(("data", "a data stack has no compute"))
-    for name in DATA_ONLY_KEYS:  # names.check_cluster_stack
-        for role in ("cluster", "inference"):
-            refused.setdefault(name, []).append((role, "only the data stack sets it"))
-    # The checks without a table of their own: validation/resolve.py (inference),
-    # validation/inference.py (fsx), validation/jobs.py (jobs).
-    for name, role, why in (
-        ("inference", "cluster", "inference settings apply to a serving stack only"),
-        ("inference", "data", "inference settings apply to a serving stack only"),
-        ("fsx", "inference", "an inference stack mounts no FSx file system"),
-        ("jobs", "inference", "jobs apply to a training stack (role: cluster)"),
-    ):
-        refused.setdefault(name, []).append((role, why))
-    return {name: tuple(reasons) for name, reasons in refused.items()}
+# The stages and the keys each uses: one table, infra/validation/stage_keys.py, which the
+# meaning checks enforce (a key set on a stage that ignores it is refused).
+ROLES = STAGES
 
 
 def stages_of(key: str) -> tuple[str, ...]:
-    """The roles whose stacks may set a top-level key (the others refuse it)."""
-    refused = {role for role, _ in _not_for_roles().get(key, ())}
-    return tuple(role for role in ROLES if role not in refused)
-
-
-def refused_roles(key: str) -> tuple[tuple[str, str], ...]:
-    return _not_for_roles().get(key, ())
+    """The stages whose stacks may set a key (the others refuse it)."""
+    return stages_using(key)
 
 
 @dataclass(frozen=True)
@@ -251,12 +224,11 @@ def config_markdown() -> str:
         "top-level key; `pulumi config set --path network.vpcCidr VALUE` a field of a mapping. "
         "A key that is not listed here is refused, with the nearest known key as the fix.",
         "",
-        "**Stages.** A stack's stage is its `role`: `cluster` (GPU nodes: a dev box when it is "
-        "one on-demand node, else a node group), `inference` or `data`. The *stages* column "
-        "lists the roles whose stacks may set the key; the others refuse it. It is derived from "
-        "what the checks enforce (`COMPUTE_KEYS` and `DATA_ONLY_KEYS` in "
-        "`infra/validation/names.py`, and the role checks in `infra/validation/`); a field that "
-        "applies to one kind of stack only says so in its description.",
+        "**Stages.** `data` (`role: data`), `dev box` (one on-demand node, a plain instance), "
+        "`experiment` (a node group of one node), `train` (a node group of 2 or more nodes) and "
+        "`inference` (`role: inference`). The *stages* column lists the stages whose program "
+        "reads the key; a key set on another stage is refused, with the stage and the key. It "
+        "is the table the checks enforce (`KEYS` in `infra/validation/stage_keys.py`).",
         "",
         "| key | type | default | allowed | stages | description |",
         "|---|---|---|---|---|---|",
@@ -281,8 +253,8 @@ def config_markdown() -> str:
             "",
             cell((parent.shape.model.__doc__ or parent.description).strip()),
             "",
-            "| key | type | default | allowed | description |",
-            "|---|---|---|---|---|",
+            "| key | type | default | allowed | stages | description |",
+            "|---|---|---|---|---|---|",
         ]
         for key in nested:
             if key.path.rsplit(".", 1)[0] != parent.path:
@@ -290,8 +262,10 @@ def config_markdown() -> str:
             kind = type_text(key.shape)
             if key.shape.model is not None:
                 kind = f"[{kind}](#{slug(key.path)})"
+            used = stages_of(key.path)
+            stages = "all" if used == ROLES else ", ".join(used)
             lines.append(
                 f"| `{key.path}` | {cell(kind)} | {cell(key.default)} | "
-                f"{cell(allowed_text(key.shape))} | {cell(key.description)} |"
+                f"{cell(allowed_text(key.shape))} | {stages} | {cell(key.description)} |"
             )
     return "\n".join(lines) + "\n"

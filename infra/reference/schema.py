@@ -131,7 +131,7 @@ def stack_schema(site_url: str | None = None) -> dict[str, Any]:
         description = field_description(field, kind.model)
         stages = stages_of(alias)
         if len(stages) < len(ROLES):
-            description += f" (role: {' or '.join(stages)})"
+            description += f" (stages: {', '.join(stages)})"
         config[f"{PROJECT}:{alias}"] = {"description": description, **schema}
     for name in sorted(aws_config_keys() - {"region"}):
         config[f"aws:{name}"] = {"description": "a pulumi-aws provider setting"}

@@ -1,4 +1,4 @@
-"""Cluster name, region, tags, and the compute keys a data stack must not set."""
+"""Cluster name, region and tags (the keys each stage may set: stage_keys.py)."""
 
 from __future__ import annotations
 
@@ -18,31 +18,6 @@ from gpu_cluster.infra.validation.common import key
 CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]\Z")
 IMDS_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=._:@,]+\Z")  # instance metadata tags are enabled
 MAX_USER_TAGS = MAX_TAGS - len(OWN_NODE_TAGS)  # 44: AWS allows 50 per resource
-COMPUTE_KEYS = (
-    "availabilityZone",
-    "instanceType",
-    "gpu",
-    "gpusPerNode",
-    "nodes",
-    "efa",
-    "purchaseOption",
-    "spot",
-    "capacityReservation",
-    "capacityBlock",
-    "rootVolume",
-    "network",
-    "ami",
-    "fsx",
-    "containerNetwork",
-    "secrets",
-    "jobs",
-    "idleStop",
-    "schedule",
-    "expiresAt",
-    "gangTimeoutMinutes",
-    "budget",
-    "alertEmails",
-)
 
 
 def suggest_cluster_name(name: str) -> str:
@@ -141,47 +116,3 @@ def check_tags(tags: dict[str, str]) -> list[Problem]:
                 )
             )
     return problems
-
-
-def check_data_stack(spec: StackSpec) -> list[Problem]:
-    """Compute keys set to anything but their default make no sense on a data stack."""
-    set_fields = {
-        StackSpec.model_fields[name].alias or name
-        for name in spec.model_fields_set
-        if getattr(spec, name)
-        != StackSpec.model_fields[name].get_default(call_default_factory=True)
-    }
-    return [
-        Problem(
-            path=key(name),
-            received=getattr(spec, _snake(name)),
-            problem="a data stack has no compute; this key is not used",
-            allowed="unset (role: data)",
-            fix=f"pulumi config rm {name}",
-        )
-        for name in COMPUTE_KEYS
-        if name in set_fields
-    ]
-
-
-DATA_ONLY_KEYS = ("auditTrail", "ebsEncryptionByDefault", "snapshotBlockPublicAccess")
-
-
-def check_cluster_stack(spec: StackSpec) -> list[Problem]:
-    """The audit trail and the account guards belong to the long-lived data stack: it owns
-    the bucket the trail records, and a compute stack's teardown must not touch them."""
-    return [
-        Problem(
-            path=key(name),
-            received=True,
-            problem="only the data stack (role: data) sets this",
-            allowed="unset on a cluster stack",
-            fix=f"pulumi config rm {name}; then on the data stack: pulumi config set {name} true",
-        )
-        for name in DATA_ONLY_KEYS
-        if getattr(spec, _snake(name))
-    ]
-
-
-def _snake(camel: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)

@@ -48,14 +48,13 @@ from gpu_cluster.infra.validation.existing_network import (
 from gpu_cluster.infra.validation.inference import ResolvedInference, check_inference
 from gpu_cluster.infra.validation.jobs import check_jobs
 from gpu_cluster.infra.validation.names import (
-    check_cluster_stack,
-    check_data_stack,
     check_name,
     check_region,
     check_tags,
 )
 from gpu_cluster.infra.validation.network import check_network, public_ip_problems
 from gpu_cluster.infra.validation.purchase import check_purchase
+from gpu_cluster.infra.validation.stage_keys import stage_problems
 from gpu_cluster.infra.validation.storage import check_fsx, check_storage
 from gpu_cluster.infra.validation.subnet_zone import stand_in_note, with_stand_in_zone
 from gpu_cluster.infra.validation.warnings import (
@@ -144,7 +143,21 @@ def resolve(
     catalog: Catalog | None = None,
     known_stacks: list[str] | None = None,
 ) -> tuple[ResolvedCluster | ResolvedData | None, list[Problem]]:
-    """Every meaning check; a resolved stack only when there is no problem at all."""
+    """Every meaning check; a resolved stack only when there is no problem at all. A key the
+    stack's stage ignores is refused first (validation/stage_keys.py), and the other checks
+    judge the rest."""
+    ignored, spec = stage_problems(spec)
+    resolved, problems = resolve_used(spec, stack, catalog, known_stacks)
+    return (None, ignored + problems) if ignored else (resolved, problems)
+
+
+def resolve_used(
+    spec: StackSpec,
+    stack: str,
+    catalog: Catalog | None = None,
+    known_stacks: list[str] | None = None,
+) -> tuple[ResolvedCluster | ResolvedData | None, list[Problem]]:
+    """The meaning checks of the keys the stage uses."""
     catalog = catalog or load_catalog()
     if spec.role == "inference":
         spec = serving_view(spec)
@@ -153,19 +166,9 @@ def resolve(
     problems += check_tags(spec.tags)
     problems += check_storage(spec.storage, spec.role)
     problems += check_fsx(spec.fsx) if spec.role == "cluster" else []
-    problems += check_cluster_stack(spec) if spec.role != "data" else []
-    if spec.role != "inference" and spec.inference is not None:
-        problems.append(
-            Problem(
-                path=key("inference"),
-                received="(settings)",
-                problem="inference settings apply to a serving stack only",
-                allowed="unset, or role: inference",
-                fix="pulumi config rm inference (or pulumi config set role inference)",
-            )
-        )
+    # a key the stage ignores (compute keys on the data stack, the data stack's own keys
+    # elsewhere, inference settings off a service) was refused by stage_problems
     if spec.role == "data":
-        problems += check_data_stack(spec)
         if problems:
             return None, problems
         return ResolvedData(
