@@ -16,7 +16,6 @@ from gpu_cluster.infra.errors import NOT_SET, ConfigError, Problem
 from gpu_cluster.infra.examples import (
     enabled_switch,
     field_error,
-    is_list,
     is_mapping,
     is_off,
     means_no_limit,
@@ -99,16 +98,16 @@ def decode(config: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
-                if is_list((key,)):  # secrets: a list of names
-                    problems.append(list_problem(full_key, key, value))
-                    continue
                 problems.append(
                     Problem(
                         path=full_key,
                         received=value,
                         problem="expected an object (a YAML mapping), got a plain string",
                         allowed="a mapping of fields, e.g. {vpcCidr: 10.42.0.0/16}",
-                        fix=f"pulumi config rm {key}" + mapping_fix((key,), value, " && "),
+                        fix=f"pulumi config rm {key}" + mapping_fix((key,), value, " && ")
+                        if key != "secrets"
+                        else "pulumi config rm secrets && pulumi config set --secret --path "
+                        "secrets.<NAME> <value>",
                     )
                 )
                 continue

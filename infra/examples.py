@@ -113,7 +113,7 @@ def number_example(loc: tuple[Any, ...], received: Any) -> str:
     found = field_at(loc)
     written = _number_as_written(received)
     if found is None:
-        return f"{written:g}" if written is not None else "12.5"
+        return _number_text(written) if written is not None else "12.5"
     low, high = bounds(found[1])
     above = next((m.gt for m in found[1].metadata if isinstance(m, Gt) and _numeric(m.gt)), None)
     for guess in (written, found[1].default, 12.5, low, high):
@@ -121,8 +121,13 @@ def number_example(loc: tuple[Any, ...], received: Any) -> str:
             continue
         inside = (low is None or guess >= low) and (high is None or guess <= high)
         if inside and (above is None or guess > above):
-            return f"{guess:g}"
+            return _number_text(guess)
     return "12.5"
+
+
+def _number_text(number: float) -> str:
+    """300 for 300.0, 2.5 for 2.5, 1000000 (not 1e+06)."""
+    return str(int(number)) if float(number).is_integer() else repr(float(number))
 
 
 def _number_as_written(received: Any) -> float | None:

@@ -18,7 +18,8 @@ CLOCK_AS_WRITTEN = re.compile(
     re.IGNORECASE,
 )
 # IANA areas whose zones are places (not Etc/ offsets or backward links such as US/...)
-AREAS = ("Africa", "America", "Antarctica", "Asia", "Atlantic", "Australia", "Europe", "Indian")
+AREAS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe")
+AREAS += ("Indian",)
 AREAS += ("Pacific",)
 
 

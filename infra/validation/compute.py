@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from gpu_cluster.components.catalog import Catalog, InstanceFacts
 from gpu_cluster.components.dlami import dlami, dlami_supports, instance_family
@@ -136,7 +137,7 @@ def unknown_gpu_fix(typed: str, region: str, models: list[str]) -> str:
     never another GPU (H300 is not H200)."""
     meant = gpu_model(typed, models)
     if meant:
-        return f"{did_you_mean(typed, meant)}pulumi config set gpu {meant}"
+        return f"{did_you_mean(typed, meant)}pulumi config set gpu {shlex.quote(meant)}"
     return f"{not_in_catalog(typed, region)}; or pick a model it has: pulumi config set gpu <model>"
 
 
