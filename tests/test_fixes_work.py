@@ -258,3 +258,26 @@ def test_a_fix_for_a_mapping_field_keeps_the_other_fields_in_the_stack_file_line
     (problem,) = [p for n, p in PROBLEMS if n == "size with a unit"]
     line = yaml_fix(problem.fix, CASES["size with a unit"])
     assert line == "gpu-cluster:rootVolume: {iops: 6000, sizeGib: 500, throughput: 500}"
+
+
+DID_YOU_MEAN = [
+    (name, problem) for name, problem in PROBLEMS if problem.fix.startswith("did you mean '")
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "problem"), DID_YOU_MEAN, ids=[f"{n}:{p.path}" for n, p in DID_YOU_MEAN]
+)
+def test_a_did_you_mean_is_close_to_what_was_typed(case, problem):
+    """A did-you-mean names a value of the same kind, a few edits from the one typed (or the
+    key typed), never another model, family or example (tests/test_fix_intent.py: the value
+    the fix sets is the one meant, for every kind of fix)."""
+    import difflib
+
+    meant = problem.fix.split("'")[1]
+    typed = str(problem.received) if "unknown key" not in problem.problem else problem.path
+    typed = (
+        typed.rsplit(".", 1)[-1].rsplit(":", 1)[-1] if "unknown key" in problem.problem else typed
+    )
+    similar = difflib.SequenceMatcher(None, typed.lower(), meant.lower()).ratio()
+    assert similar >= 0.6, (case, typed, meant)
