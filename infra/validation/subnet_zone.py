@@ -57,6 +57,7 @@ def stand_in_note(subnet: str, zone: str, region: str) -> str:
     return (
         f"availabilityZone: the zone of {subnet}, which the offline plan cannot read; it checked "
         f"and priced the stack in {zone} (the first zone of {region} offering the type) as a "
-        "stand-in, and shows the zone as unknown. `gpuc preflight` and `pulumi up` read the "
-        "subnet's zone (ec2:DescribeSubnets) and check the stack there"
+        "stand-in, and shows the zone as unknown. `pulumi up` reads the subnet's zone "
+        "(ec2:DescribeSubnets) and checks the stack there, as `gpuc preflight` does for a stack "
+        "of this project"
     )
