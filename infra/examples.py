@@ -167,11 +167,8 @@ def off_switch(loc: tuple[Any, ...], received: Any) -> tuple[Any, ...] | None:
     found = field_at(loc)
     if found is None or not _is_off(received) or len(loc) < 2:
         return None
-    low, _ = bounds(found[1])
-    parent = field_at(loc[:-1])
-    model = _model_of(parent[1].annotation) if parent else None
-    if (low is None or low <= 0) or model is None or "enabled" not in model.model_fields:
-        return None
+    if field_error(loc, 0) is None or not enabled_switch(loc[:-1]):
+        return None  # 0 is allowed (and means off), or there is no switch
     return (*loc[:-1], "enabled")
 
 

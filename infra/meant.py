@@ -104,6 +104,37 @@ def plain(text: str) -> str:
     return "".join(c for c in normal if unicodedata.category(c) != "Cf")
 
 
+DAY_WORDS = {
+    "weekdays": "MON-FRI",
+    "workdays": "MON-FRI",
+    "weekends": "SAT-SUN",
+    "weekend": "SAT-SUN",
+    "daily": "*",
+    "everyday": "*",
+    "every day": "*",
+    "all": "*",
+}
+
+
+def weekdays(text: str, days: tuple[str, ...]) -> str | None:
+    """Days as a schedule takes them (MON-FRI) from days as people write them: weekdays,
+    Monday-Friday, mo-fr, MON-FRY, mon to fri; None when a part is no day."""
+    lowered = text.strip().lower()
+    if lowered in DAY_WORDS:
+        return DAY_WORDS[lowered]
+    lowered = re.sub(r"\s+to\s+|\s*[\u2013\u2014-]\s*", "-", lowered)
+    found = []
+    for part in re.split(r"\s*([,-])\s*", lowered):
+        if part in (",", "-"):
+            found.append(part)
+            continue
+        day = next((d for d in days if part[:2] == d.lower()[:2]), None)
+        if day is None or (len(part) > 3 and part[:3] != day.lower()):
+            return None
+        found.append(day)
+    return "".join(found)
+
+
 def _model_key(text: str) -> str:
     """A100 for "nvidia a-100"; O and 0 are one character (A10O is A100)."""
     key = re.sub(r"[\s_-]+", "", plain(text).upper()).removeprefix("NVIDIA")

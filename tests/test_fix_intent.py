@@ -169,6 +169,47 @@ CASES = [
         path="expiresAt",
         meant="2027-01-01T00:00:00Z",
     ),
+    case(
+        "weekdays",
+        "dev",
+        *START_STOP,
+        "schedule.days=monday to friday",
+        path="schedule.days",
+        meant="MON-FRI",
+    ),
+    case(
+        "weekdays",
+        "dev",
+        *START_STOP,
+        "schedule.days=mo,we,fr",
+        path="schedule.days",
+        meant="MON,WED,FRI",
+    ),
+    case(
+        "weekdays",
+        "dev",
+        *START_STOP,
+        "schedule.days=weekends",
+        path="schedule.days",
+        meant="SAT-SUN",
+    ),
+    case("release date", "train", "ami.release=2026-10-09", path="ami.release", meant=20261009),
+    case(
+        "nearest count",
+        "train",
+        "instanceType=",
+        "gpu=A100",
+        "gpusPerNode=6",
+        path="gpusPerNode",
+        meant="8",
+    ),
+    case(
+        "off is the switch",
+        "dev",
+        "idleStop.belowPercent=off",
+        path="idleStop.enabled",
+        meant=False,
+    ),
     # choices
     case(
         "same meaning", "dev", "containerNetwork=bridged", path="containerNetwork", meant="bridge"

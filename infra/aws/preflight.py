@@ -53,6 +53,7 @@ class Check:
     detail: str
     fix: str = ""
     value: str | None = None  # what later checks use (the account, the AMI id)
+    could_not_look: bool = False  # its AWS call failed: nothing was checked (gpuc exits 4)
 
 
 @dataclass
@@ -369,7 +370,7 @@ def run_data_preflight(spec: ResolvedData, aws: Clients) -> list[Check]:
     try:
         identity = check_credentials(spec, aws)
     except AwsError as error:
-        return [Check("credentials", FAIL, str(error))]
+        return [Check("credentials", FAIL, str(error), could_not_look=True)]
     name = spec.bucket or default_bucket_name(stack_identity(spec), str(identity.value))
     note = (
         "fine if this stack created it; otherwise adopt it (pulumi import) or set "
@@ -378,7 +379,7 @@ def run_data_preflight(spec: ResolvedData, aws: Clients) -> list[Check]:
     try:
         bucket = bucket_name_check(name, aws, owned_note=note)
     except AwsError as error:
-        bucket = Check("bucket name", FAIL, str(error))
+        bucket = Check("bucket name", FAIL, str(error), could_not_look=True)
     return [identity, bucket]
 
 
@@ -467,7 +468,7 @@ def run_preflight(
         try:
             result = step()
         except AwsError as error:
-            result = Check(name, FAIL, str(error))
+            result = Check(name, FAIL, str(error), could_not_look=True)
         if result is not None:
             checks.append(result)
             if on_check:

@@ -196,7 +196,8 @@ def ranked_by_price(
                 received=spec.gpus_per_node,
                 problem=f"no instance type has {wanted} x {spec.gpu}",
                 allowed=", ".join(str(c) for c in counts),
-                fix=f"pulumi config set gpusPerNode {counts[-1]}",
+                fix="pulumi config set gpusPerNode "
+                f"{min(counts, key=lambda c: (abs(c - wanted), -c))}",
             )
         ]
     if zone_ok and spec.availability_zone:
@@ -284,6 +285,13 @@ def check_efa(
     return spec.efa, []
 
 
+def release_meant(text: str) -> str:
+    """The release a date written another way names (2026-10-09 -> 20261009); else the
+    current one."""
+    digits = re.sub(r"[\s./-]", "", text)
+    return digits if RELEASE.match(digits) else dlami()["release"]
+
+
 def check_ami(ami: AmiSpec, facts: InstanceFacts) -> list[Problem]:
     problems = []
     if ami.id and ami.ssm_parameter:
@@ -315,7 +323,7 @@ def check_ami(ami: AmiSpec, facts: InstanceFacts) -> list[Problem]:
                 problem="not a Deep Learning AMI release",
                 allowed="a release date YYYYMMDD from the DLAMI release notes (e.g. "
                 f"{dlami()['release']}), or latest",
-                fix=f"pulumi config set --path ami.release {dlami()['release']}",
+                fix=f"pulumi config set --path ami.release {release_meant(ami.release)}",
             )
         )
     if ami.id and not AMI_ID.match(ami.id):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from gpu_cluster.components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
-from gpu_cluster.infra.meant import clock, zone_of_city
+from gpu_cluster.infra.meant import clock, weekdays, zone_of_city
 from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import DEFAULT_GANG_TIMEOUT_MINUTES, MIN_GANG_TIMEOUT_MINUTES, StackSpec
 from gpu_cluster.infra.suggest import closest
@@ -183,7 +184,8 @@ def _schedule(spec: StackSpec, problems: list[Problem]) -> WorkSchedule | None:
                 received=s.days,
                 problem="not a list or range of weekdays",
                 allowed="MON-FRI, MON,WED,FRI, SAT-SUN or * (every day)",
-                fix="pulumi config set --path schedule.days MON-FRI",
+                fix="pulumi config set --path schedule.days "
+                + shlex.quote(weekdays(s.days, DAYS) or "MON-FRI"),
             )
         )
     try:
