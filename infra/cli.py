@@ -200,15 +200,30 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         raise CommandError(INPUT, f"stack '{args.stack}' has nothing preflight can check")
     for warning in spec.warnings:  # as `gpuc plan` prints them (a stack file's 010 is 8)
         print(f"warning: {warning}", file=sys.stderr)
-    if args.json:
+    failed = [check for check in checks if check.status == FAIL]
+    unread = [check.name for check in failed if check.could_not_look]
+    if not (args.json and unread):
+        report_checks(args.stack, where, checks, args.json)
+    if unread:  # an AWS call failed: those checks could not look (exit 4), the rest is findings
+        raise CommandError(
+            AWS,
+            f"gpuc preflight could not check {', '.join(unread)} for stack '{args.stack}': an "
+            "AWS call failed (the check says which and why).",
+            [camel_fields(check) for check in checks],
+        )
+    return FINDINGS if failed else OK
+
+
+def report_checks(stack: str, where: str, checks: list[Any], as_json: bool) -> None:
+    """Preflight's checks: a JSON list, or a line each with the fix of what did not pass."""
+    if as_json:
         dump([camel_fields(check) for check in checks])
-    else:
-        print(f"Preflight for stack '{args.stack}' ({where}):")
-        for check in checks:
-            print(f"  {check.status.upper():<5} {check.name:<18} {check.detail}")
-            if check.fix and check.status != "pass":
-                print(f"        fix: {check.fix}")
-    return AWS if any(check.status == FAIL for check in checks) else OK
+        return
+    print(f"Preflight for stack '{stack}' ({where}):")
+    for check in checks:
+        print(f"  {check.status.upper():<5} {check.name:<18} {check.detail}")
+        if check.fix and check.status != "pass":
+            print(f"        fix: {check.fix}")
 
 
 SWEPT_SERVICES = (
@@ -253,9 +268,8 @@ def stack_region(
     if settings is None:
         print(f"no stack file for '{stack}': looking in us-east-1 (--region R)", file=sys.stderr)
         return "us-east-1"
-    return checked_region(
-        settings.get("aws:region") or "us-east-1", f"aws:region in stacks/Pulumi.{stack}.yaml"
-    )
+    region = settings.get("aws:region") or "us-east-1"
+    return checked_region(region, "aws:region", f"stacks/Pulumi.{stack}.yaml")
 
 
 def check_regions(args: argparse.Namespace) -> None:

@@ -24,20 +24,24 @@ def known_regions() -> frozenset[str]:
     )
 
 
-def region_problem(region: str, flag: str = "--region") -> str | None:
-    """Why ``region`` is not an AWS region (None when it is one)."""
+def region_problem(region: str, flag: str = "--region", source: str = "") -> str | None:
+    """Why ``region`` is not an AWS region (None when it is one); ``source``: the file it was
+    read from."""
     if region in known_regions():
         return None
-    what = f"{flag} '{region}' is not an AWS region" if region.strip() else f"{flag} is empty"
+    where = f" ({source})" if source else ""
+    what = (
+        f"{flag} '{region}'{where} is not an AWS region" if region.strip() else f"{flag} is empty"
+    )
     return (
         f"{what}; {suggest(region.strip().lower(), known_regions())}"
         "regions look like us-east-1 or eu-west-2 (`aws ec2 describe-regions` lists yours)"
     )
 
 
-def checked_region(region: str, flag: str = "--region") -> str:
+def checked_region(region: str, flag: str = "--region", source: str = "") -> str:
     """``region`` when AWS has it, else a CommandError (INPUT) before any call is made."""
-    problem = region_problem(region, flag)
+    problem = region_problem(region, flag, source)
     if problem:
         raise CommandError(INPUT, problem)
     return region

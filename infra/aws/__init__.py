@@ -63,6 +63,7 @@ def refuse_foreign_answers(api: Any) -> Any:
         what = not_aws_answer(
             protocol,
             response_dict.get("status_code", 0),
+            response_dict.get("headers", {}),
             response_dict.get("body"),
         )
         if what:
