@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from boto3.session import Session
 import pytest
+from boto3.session import Session
 from botocore.stub import Stubber
 from moto import mock_aws
 from test_aws_commands import OFFERINGS, pricing_filters, product
@@ -311,7 +311,7 @@ def foreign_endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _answer
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
