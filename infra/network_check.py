@@ -70,6 +70,33 @@ def zone_not_read(subnet: str, why: str) -> Problem:
     )
 
 
+def from_subnet_zone(
+    error: ConfigError, config: Mapping[str, str], zoned: Mapping[str, str]
+) -> ConfigError:
+    """A stack checked in the zone read from its subnet (``zoned``, from with_subnet_zone):
+    a problem with that zone says where it came from, and its fix is another subnet (setting
+    availabilityZone to another zone would not move the subnet)."""
+    zone_key = f"{PROJECT}:availabilityZone"
+    zone = zoned.get(zone_key)
+    if zone_key in config or zone is None:
+        return error
+    subnet = json.loads(config[f"{PROJECT}:network"])["subnetIds"][0]
+
+    def moved(problem: Problem) -> Problem:
+        if problem.path != zone_key or problem.received != zone:
+            return problem
+        return dataclasses.replace(
+            problem,
+            problem=f"{problem.problem} ({zone} is the zone of {subnet}: availabilityZone is "
+            "not set)",
+            fix=f"name a subnet in {problem.allowed.split(',')[0]} instead of {subnet} "
+            f"(pulumi config set --path 'network.subnetIds[0]' <its id>), or pick an instance "
+            f"type offered in {zone}",
+        )
+
+    return ConfigError(error.stack, [moved(p) for p in error.problems], dict(config))
+
+
 def with_network_facts(
     spec: ResolvedCluster, lookup: NetworkLookup | None, stack_file: bool = True
 ) -> ResolvedCluster:

@@ -38,6 +38,7 @@ from gpu_cluster.infra.errors import AwsError, ConfigError, Problem
 from gpu_cluster.infra.facts import NOT_FOUND_CODES, ReservationFacts
 from gpu_cluster.infra.network_check import (
     NetworkLookup,
+    from_subnet_zone,
     with_network_facts,
     with_subnet_zone,
     zone_not_read,
@@ -491,8 +492,12 @@ network_lookup: NetworkLookup | None = describe_network_live
 
 
 def main() -> None:
-    config = with_subnet_zone(current_config(), network_lookup)
-    spec = load_spec(config, pulumi.get_stack())
+    config = current_config()
+    zoned = with_subnet_zone(config, network_lookup)
+    try:
+        spec = load_spec(zoned, pulumi.get_stack())
+    except ConfigError as error:
+        raise from_subnet_zone(error, config, zoned) from None
     if isinstance(spec, ResolvedData):
         deploy_data(spec)
     else:

@@ -133,7 +133,17 @@ def test_up_checks_the_type_in_the_subnets_zone():
     vpc, subnet, _ = network(zone=zone)
     plan = run_plan("train", in_own_subnet("train", vpc, subnet), network_lookup=describe_network)
     assert isinstance(plan.error, ConfigError)
-    assert any(zone in f"{p.problem} {p.received}" for p in plan.error.problems), plan.error
+    (problem,) = plan.error.problems
+    assert problem.path == ZONE and problem.received == zone
+    assert f"{zone} is the zone of {subnet}: availabilityZone is not set" in problem.problem
+    # the fix moves the subnet (availabilityZone would not move it), to a zone with the type
+    assert f"name a subnet in {offered[0]} instead of {subnet}" in problem.fix
+    assert "pulumi config set availabilityZone" not in problem.fix
+    # and preflight says the same
+    config = in_own_subnet("train", vpc, subnet)
+    with pytest.raises(ConfigError) as raised:
+        in_subnet_zone(load_spec(config, "train"), ec2_only(), config)  # type: ignore[arg-type]
+    assert raised.value.problems == plan.error.problems
 
 
 def test_up_never_creates_in_a_stand_in_zone_when_ec2_cannot_be_read():

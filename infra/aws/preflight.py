@@ -432,6 +432,7 @@ def in_subnet_zone(
     is unknown."""
     from gpu_cluster.infra.config import load_spec
     from gpu_cluster.infra.errors import ConfigError
+    from gpu_cluster.infra.network_check import from_subnet_zone
     from gpu_cluster.infra.overrides import stack_config
     from gpu_cluster.infra.spec import PROJECT
 
@@ -450,8 +451,12 @@ def in_subnet_zone(
             f"pulumi config set --path 'network.subnetIds[0]' <subnet id>",
         )
         raise ConfigError(spec.stack, [problem])
-    zoned = {**(config or stack_config(spec.stack)), f"{PROJECT}:availabilityZone": zone}
-    resolved = load_spec(zoned, spec.stack)
+    config = config or stack_config(spec.stack)
+    zoned = {**config, f"{PROJECT}:availabilityZone": zone}
+    try:
+        resolved = load_spec(zoned, spec.stack)
+    except ConfigError as error:
+        raise from_subnet_zone(error, config, zoned) from None
     assert isinstance(resolved, ResolvedCluster)  # the same stack, now with its zone
     return resolved
 

@@ -84,7 +84,7 @@ KEYS: dict[str, Use] = {
     "network.loadBalancerSubnetIds": Use(
         frozenset({"inference"}),
         "the load balancer's subnets",
-        "only a service has a load balancer",
+        "only an inference service has a load balancer",
     ),
     "storage": Use(ALL, "storage_args (a cluster), the bucket (data)"),
     "storage.stack": Use(
