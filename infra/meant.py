@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from datetime import datetime
 from functools import cache
 from zoneinfo import available_timezones
 
@@ -69,6 +70,16 @@ def difflib_close(word: str, choices: Iterable[str]) -> str | None:
 
     match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.85)
     return match[0] if match else None
+
+
+def in_utc(text: str) -> str | None:
+    """A date, or a date and time without a zone, as that time in UTC in RFC 3339
+    (2027-01-31 -> 2027-01-31T00:00:00Z): what a user writing no zone evidently meant."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace(" ", "T"))
+    except ValueError:
+        return None
+    return f"{moment:%Y-%m-%dT%H:%M:%S}Z" if moment.tzinfo is None else None
 
 
 def dns_name(text: str, valid: re.Pattern[str]) -> str | None:

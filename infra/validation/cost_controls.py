@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from gpu_cluster.components.cost_controls import DAYS, Budget, CostControls, IdleStop, WorkSchedule
-from gpu_cluster.infra.meant import clock, weekdays, zone_of_city
+from gpu_cluster.infra.meant import clock, in_utc, weekdays, zone_of_city
 from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import DEFAULT_GANG_TIMEOUT_MINUTES, MIN_GANG_TIMEOUT_MINUTES, StackSpec
 from gpu_cluster.infra.suggest import closest
@@ -278,16 +278,6 @@ def timezone_meant(text: str) -> tuple[str, str]:
         return by_case[text.lower()], ""
     near = closest(text, [z for z in zones if "/" in z]) if "/" in text else zone_of_city(text)
     return (near, "") if near else ("UTC", "")
-
-
-def in_utc(text: str) -> str | None:
-    """A date, or a date and time without a zone, as that time in UTC (2027-01-31 ->
-    2027-01-31T00:00:00Z): what a user writing no zone evidently meant."""
-    try:
-        moment = datetime.fromisoformat(text.strip().replace(" ", "T"))
-    except ValueError:
-        return None
-    return rfc3339(moment.replace(tzinfo=UTC)) if moment.tzinfo is None else None
 
 
 def later_same_day(start: str) -> str:

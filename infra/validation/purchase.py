@@ -17,6 +17,7 @@ from gpu_cluster.components.purchase import (
     Spot,
 )
 from gpu_cluster.infra.facts import ReservationFacts
+from gpu_cluster.infra.meant import in_utc
 from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.spec import CapacityReservationSpec, SpotSpec, StackSpec
 from gpu_cluster.infra.suggest import suggest
@@ -295,7 +296,8 @@ def check_end_date(text: str, create: bool, now: datetime | None = None) -> list
                 received=text,
                 problem="not a date and time with a time zone",
                 allowed="RFC 3339 in UTC, e.g. 2027-01-31T00:00:00Z",
-                fix="pulumi config set --path capacityReservation.endDate 2027-01-31T00:00:00Z",
+                fix="pulumi config set --path capacityReservation.endDate "
+                + (in_utc(text) or "2027-01-31T00:00:00Z"),
             )
         ]
     if end <= (now or datetime.now(UTC)):

@@ -56,7 +56,8 @@ def check_fsx(fsx: FsxSpec | None) -> list[Problem]:
                 received=fsx.throughput_per_tib,
                 problem="not a PERSISTENT_2 throughput tier",
                 allowed=", ".join(str(t) for t in FSX_THROUGHPUTS) + " (MB/s per TiB)",
-                fix="pulumi config set --path fsx.throughputPerTib 250",
+                fix="pulumi config set --path fsx.throughputPerTib "
+                f"{min(FSX_THROUGHPUTS, key=lambda t: (abs(t - fsx.throughput_per_tib), -t))}",
             )
         )
     return problems
