@@ -193,6 +193,20 @@ CASES = [
         meant=500,
     ),
     case(
+        "repository name",
+        "train",
+        "jobs.repositories[0]=ML/Trainer",
+        path="jobs.repositories[0]",
+        meant="ml/trainer",
+    ),
+    case(
+        "repository name",
+        "train",
+        "jobs.repositories[0]=123456789012.dkr.ecr.us-east-1.amazonaws.com/trainer:latest",
+        path="jobs.repositories[0]",
+        meant="trainer",
+    ),
+    case(
         "weekdays",
         "dev",
         *START_STOP,
