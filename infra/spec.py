@@ -387,7 +387,9 @@ class StackSpec(StrictModel):
         "digits and '-', starting with a letter (unset: the stack name)",
     )
     availability_zone: str | None = Field(
-        default=None, description="the one zone of the nodes, subnet and placement group"
+        default=None,
+        description="the one zone of the nodes, subnet and placement group (unset with your own "
+        "network.subnetIds: the subnet's zone)",
     )
     instance_type: str | None = Field(
         default=None,
