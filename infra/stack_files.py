@@ -10,7 +10,13 @@ import yaml
 
 from gpu_cluster.infra import pulumi_yaml
 from gpu_cluster.infra.suggest import suggest
-from gpu_cluster.infra.yaml_numbers import non_finite, path_text, still_set, surprising_numbers
+from gpu_cluster.infra.yaml_numbers import (
+    NumberNote,
+    non_finite,
+    path_text,
+    still_set,
+    surprising_numbers,
+)
 
 PROJECT_FILE = "Pulumi.yaml"
 
@@ -147,7 +153,7 @@ def non_finite_message(path: Path, refused: list[tuple[tuple[str | int, ...], fl
     )
 
 
-def number_warnings(stack: str, config: dict[str, str], root: Path | None = None) -> list[str]:
+def number_notes(stack: str, config: dict[str, str], root: Path | None = None) -> list[NumberNote]:
     """Numbers of the stack's file that Pulumi reads otherwise than a person does (010 is 8),
     where ``config`` still holds them; none without a readable stack file."""
     try:
@@ -155,4 +161,9 @@ def number_warnings(stack: str, config: dict[str, str], root: Path | None = None
         notes = surprising_numbers(path.read_text(encoding="utf-8-sig"))
     except (StackFileError, OSError, UnicodeDecodeError, yaml.YAMLError):
         return []
-    return [note.warning() for note in notes if still_set(config, note)]
+    return [note for note in notes if still_set(config, note)]
+
+
+def number_warnings(stack: str, config: dict[str, str], root: Path | None = None) -> list[str]:
+    """number_notes as warnings (`gpuc plan` prints them, `pulumi up` logs them)."""
+    return [note.warning() for note in number_notes(stack, config, root)]

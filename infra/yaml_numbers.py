@@ -40,15 +40,25 @@ class NumberNote:
         """The string the program receives for it."""
         return config_string(self.value)
 
-    def warning(self) -> str:
+    @property
+    def decimal(self) -> str:
+        """The number a person reads: 10 for 010; what Pulumi reads for 0x1F, 0o17, 1_000."""
         digits = self.text.lstrip("+-").replace("_", "")
-        sign = "-" if self.text.startswith("-") else ""
-        decimal = sign + (digits.lstrip("0") or "0") if self.how == "octal" else self.received
-        if self.how == "octal" and digits[:2].lower() == "0o":
-            decimal = self.received
+        if self.how != "octal" or digits[:2].lower() == "0o":
+            return self.received
+        return ("-" if self.text.startswith("-") else "") + (digits.lstrip("0") or "0")
+
+    def warning(self) -> str:
         return (
             f"{path_text(self.path)}: {self.text} is read by Pulumi as {self.received} "
-            f'({self.how}); write "{self.text}" (quoted) to keep it as written, or {decimal}'
+            f'({self.how}); write "{self.text}" (quoted) to keep it as written, or {self.decimal}'
+        )
+
+    def aside(self) -> str:
+        """The note as a problem's aside, where the number read is the one refused."""
+        return (
+            f"the stack file's {self.text} is {self.received} to Pulumi ({self.how}); "
+            f'write "{self.text}" (quoted) or {self.decimal}'
         )
 
 

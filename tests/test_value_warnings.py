@@ -233,3 +233,21 @@ def test_the_yaml_readers_special_floats_are_exactly_the_non_finite_ones():
     for written in NON_FINITE:
         value = load(f"k: {written}")["k"]
         assert isinstance(value, float) and not math.isfinite(value)
+
+
+def test_a_number_refused_as_read_says_how_the_stack_file_spelled_it(project):
+    edited(
+        project,
+        "train",
+        "gpu-cluster:nodes: 4",
+        "gpu-cluster:nodes: 4\n  gpu-cluster:gangTimeoutMinutes: 011",
+    )
+    config = load_stack_config("train", project)
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, "train")
+    (problem,) = raised.value.problems
+    assert problem.path == "gpu-cluster:gangTimeoutMinutes" and problem.received == 9
+    assert problem.problem.endswith(
+        '(the stack file\'s 011 is 9 to Pulumi (octal); write "011" (quoted) or 11)'
+    )
+    assert load_spec(apply_fix(config, problem.fix), "train")  # and its fix plans
