@@ -3,6 +3,7 @@ with Pulumi's YAML reading (infra/pulumi_yaml.py)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -157,11 +158,29 @@ def number_notes(stack: str, config: dict[str, str], root: Path | None = None) -
     """Numbers of the stack's file that Pulumi reads otherwise than a person does (010 is 8),
     where ``config`` still holds them; none without a readable stack file."""
     try:
-        path = stacks_dir(root or project_root()) / f"Pulumi.{stack}.yaml"
-        notes = surprising_numbers(path.read_text(encoding="utf-8-sig"))
+        project = (root or project_root()) / PROJECT_FILE
+        stamp = project.stat()
+        folder = _stacks_dir(str(project.parent), stamp.st_mtime_ns, stamp.st_size)
+        path = folder / f"Pulumi.{stack}.yaml"
+        status = path.stat()
+        notes = _file_notes(str(path), status.st_mtime_ns, status.st_size)
     except (StackFileError, OSError, UnicodeDecodeError, yaml.YAMLError):
         return []
     return [note for note in notes if still_set(config, note)]
+
+
+@lru_cache(maxsize=16)
+def _stacks_dir(root: str, mtime_ns: int, size: int) -> Path:
+    """stacks_dir, read once per version of Pulumi.yaml."""
+    del mtime_ns, size  # the cache key
+    return stacks_dir(Path(root))
+
+
+@lru_cache(maxsize=64)
+def _file_notes(path: str, mtime_ns: int, size: int) -> tuple[NumberNote, ...]:
+    """A stack file's notes, read once per version of the file (every load_spec asks)."""
+    del mtime_ns, size  # the cache key: a changed file is read again
+    return tuple(surprising_numbers(Path(path).read_text(encoding="utf-8-sig")))
 
 
 def number_warnings(stack: str, config: dict[str, str], root: Path | None = None) -> list[str]:
