@@ -206,12 +206,17 @@ def node_zone(spec: ResolvedCluster) -> pulumi.Input[str]:
     """The nodes' zone; the zone of the subnet where the offline plan could not read it:
     unknown, as `pulumi preview` shows a value known only at `pulumi up` (the stand-in zone
     the plan checked and priced is no promise). At `pulumi up` the program has read it
-    (with_subnet_zone), or refuses (network_check.zone_not_read)."""
+    (with_subnet_zone), takes EC2's answer for a subnet another resource gives, or refuses
+    (network_check.zone_not_read)."""
     if spec.zone_from_subnet is None:
         return spec.availability_zone
-    if network_lookup is not None:
-        raise ConfigError(spec.stack, [zone_not_read(spec.zone_from_subnet, "")])
-    return unknown_output()
+    if network_lookup is None:
+        return unknown_output()
+    subnet: object = spec.existing_network.subnet_ids[0] if spec.existing_network else None
+    if isinstance(subnet, pulumi.Output):  # an id another resource gives (infra/api.py)
+        # known only at `pulumi up`: its zone is EC2's answer then (DescribeSubnets)
+        return aws.ec2.get_subnet_output(id=subnet).availability_zone
+    raise ConfigError(spec.stack, [zone_not_read(spec.zone_from_subnet, "")])
 
 
 def unknown_output() -> pulumi.Output[str]:

@@ -243,3 +243,48 @@ def test_gpuc_preflight_names_the_subnets_zone(moto_server, tmp_path):
     assert "p4d.24xlarge is not offered in us-east-1d" in result.stdout or (
         "offered in us-east-1d" in result.stdout
     )
+
+
+# --- a subnet another resource gives (the public component, infra/api.py) -------------------
+
+SUBNET_FROM_A_RESOURCE = """
+import pulumi_aws as aws
+from gpu_cluster import GpuCluster, GpuClusterArgs
+vpc = aws.ec2.Vpc("v", cidr_block="10.0.0.0/16")
+subnet = aws.ec2.Subnet(
+    "s", vpc_id=vpc.id, cidr_block="10.0.0.0/24", availability_zone="us-east-1c"
+)
+GpuCluster("train", GpuClusterArgs(instance_type="p4d.24xlarge", nodes=2,
+    network={"vpc_id": vpc.id, "subnet_ids": [subnet.id]}, storage={"source": "create"}))
+"""
+
+
+def test_a_subnet_from_another_resource_takes_ec2s_zone_at_up(tmp_path, monkeypatch):
+    """Its id is known only at `pulumi up`, so is its zone: the program asks EC2 then
+    (aws.ec2.getSubnet); offline the zone is unknown."""
+    from gpu_cluster.infra.plan import mocks
+
+    asked: list[dict] = []
+    answer = mocks.PlanMocks.call
+
+    def call(self, args):
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            asked.append(dict(args.args))
+            return {"id": args.args["id"], "availabilityZone": "us-east-1c"}, []
+        return answer(self, args)
+
+    monkeypatch.setattr(mocks.PlanMocks, "call", call)
+    program = tmp_path / "__main__.py"
+    program.write_text(SUBNET_FROM_A_RESOURCE)
+    offline = run_plan("dev", {"aws:region": "us-east-1"}, program=program, preview=True)
+    assert offline.error is None, offline.error
+    assert set(planned_zones(offline)) - {"us-east-1c"} == {UNKNOWN_TEXT}  # the Subnet's own
+    assert not asked
+
+    def unused(existing, region):  # the ids are inputs: nothing to read before `up`
+        raise AssertionError("read")
+
+    up = run_plan("dev", {"aws:region": "us-east-1"}, program=program, network_lookup=unused)
+    assert up.error is None, up.error
+    assert len(asked) == 1 and asked[0]["id"]
+    assert set(planned_zones(up)) == {"us-east-1c"}
