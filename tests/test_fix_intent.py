@@ -271,6 +271,14 @@ CASES = [
         path="idleStop.enabled",
         meant=False,
     ),
+    case(
+        "key spelling, value read",
+        "dev",
+        "idleStop.belowPercent=10",
+        "idleStop.timeoutMinutes=45m",
+        path="idleStop.minutes",
+        meant=45,
+    ),
     case("namespace", "train", "region=us-east-1", path="aws:region", meant="us-east-1"),
     case("mapping given a value", "dev", "budget=$300", path="budget.monthlyUsd", meant=300),
     case("mapping given a value", "dev", "budget=300", path="budget.monthlyUsd", meant=300),
@@ -360,7 +368,10 @@ def value_at(config: dict[str, str], path: str) -> Any:
     head, *rest = parse_path(path)
     value: Any = config.get(config_key(str(head)), UNSET)
     if not rest or value is UNSET:  # a top-level list or mapping is JSON, like a nested one
-        return json.loads(value) if str(value)[:1] in "[{" else value
+        try:
+            return json.loads(value) if str(value)[:1] in "[{" else value
+        except json.JSONDecodeError:  # a plain string such as "[a, b]"
+            return value
     value = json.loads(value)
     for part in rest:
         try:
@@ -421,6 +432,18 @@ def test_the_stack_file_form_keeps_what_was_meant(c: Case):
     for line in lines.splitlines():  # a list's items are list items, not "[a" and "b]"
         for item in value_at(fixed, c.path) if isinstance(c.meant, list) else ():
             assert "[" not in item and "]" not in item, line
+    assert other_fields(config, problem, c) == other_fields(fixed, problem, c), lines
+
+
+def other_fields(config: dict[str, str], problem: Problem, c: Case) -> dict[str, Any]:
+    """The fields of the mapping the fix changes, other than the one typed and the one meant:
+    a fix keeps them (idleStop.belowPercent stays when idleStop.minutes is fixed)."""
+    parent = c.path.rsplit(".", 1)[0] if "." in c.path.split("[")[0] else ""
+    value = value_at(config, parent) if parent else None
+    if not isinstance(value, dict):
+        return {}
+    touched = {path.rsplit(".", 1)[-1].split("[")[0] for path in (problem.path, c.path)}
+    return {key: field for key, field in value.items() if key not in touched}
 
 
 @pytest.mark.parametrize("c", CASES, ids=IDS)
