@@ -129,7 +129,7 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
                 Problem(
                     path=config_path(loc),
                     received=item["input"],
-                    problem=f"unknown key '{unknown}'",
+                    problem=f"unknown key '{unknown}'" if unknown else "a key with an empty name",
                     allowed=", ".join(sorted(known)),
                     fix=unknown_key_fix(loc, unknown, known, item["input"]),
                 )

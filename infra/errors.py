@@ -4,6 +4,8 @@ fix in stack-file form for the offline user; collected, then raised once as one 
 
 from __future__ import annotations
 
+import json
+
 import pulumi
 
 from gpu_cluster.infra.fixes import actionable, apply_fix, commands
@@ -19,6 +21,7 @@ __all__ = [
     "Problem",
     "render_problem",
     "render_problems",
+    "shown",
     "yaml_fix",
 ]
 
@@ -28,7 +31,7 @@ PROJECT = "gpu-cluster"
 def render_problem(
     problem: Problem, stack: str = "<stack>", config: dict[str, str] | None = None
 ) -> str:
-    received = problem.received if problem.received == NOT_SET else repr(problem.received)
+    received = problem.received if problem.received == NOT_SET else shown(problem.received)
     text = (
         f"  - {problem.path}: {problem.problem}\n"
         f"      received: {received}\n"
@@ -41,6 +44,19 @@ def render_problem(
         text += f"\n      or in stacks/Pulumi.{stack}.yaml: {lines[0]}"
         text += "".join(f"\n        and: {line}" for line in lines[1:])
     return text
+
+
+def shown(value: object) -> str:
+    """A received value as the stack file spells it, never a Python repr: null, true, 3,
+    {a: [1, 2]} (YAML flow); a string in quotes ('p4d.24xl'; JSON-escaped when it holds a quote
+    or a control character), an empty one as (empty)."""
+    if isinstance(value, str):
+        if not value:
+            return "(empty)"
+        if "'" in value or not value.isprintable():
+            return json.dumps(value, ensure_ascii=False)
+        return f"'{value}'"
+    return flow(value)
 
 
 def yaml_fix(fix: str, config: dict[str, str] | None = None) -> str | None:

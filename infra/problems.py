@@ -28,10 +28,16 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "INPUT",
         "your input is wrong: stack file, YAML, configuration, option values, your own program",
     ),
-    AWS: ("AWS", "an AWS call failed: credentials, permissions, limits, capacity"),
+    AWS: (
+        "AWS",
+        "an AWS call failed or could not look: credentials, permissions, limits, capacity, an "
+        "endpoint that does not answer or whose answer is not AWS's",
+    ),
     FINDINGS: (
         "FINDINGS",
-        "the command ran and found a problem to fix (`gpuc audit`: a failing control)",
+        "the command ran and found a problem to fix (`gpuc audit`: a failing control; `gpuc "
+        "diff`: a change that cannot be applied as is; `gpuc preflight`: a failing check; `gpuc "
+        "sweep`: resources left behind)",
     ),
 }
 

@@ -4,6 +4,7 @@ an empty listing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +22,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from gpu_cluster.infra.aws.answers import is_aws_endpoint, not_aws_answer
+from gpu_cluster.infra.aws.answers import is_aws_endpoint, not_aws_answer, page_title
 from gpu_cluster.infra.problems import AwsError
 
 __all__ = ["NOT_AWS", "AwsError", "call", "client", "emulator_lacks", "paginate", "translated"]
@@ -36,7 +37,10 @@ RETRY_CONFIG = Config(
 PERMISSION_ERRORS = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
 UNREACHABLE = "EndpointUnreachable"  # AwsError.code: no AWS call in this region can succeed
 CHECK_ENDPOINT = "check AWS_ENDPOINT_URL and any proxy setting such as HTTPS_PROXY"
-NOT_AWS = "NotAwsResponse"  # AwsError.code: the endpoint answered, but not as AWS answers
+NOT_AWS = "NotAwsResponse"
+HTML_TAG = re.compile(
+    r"<\s*(!doctype|html|head|body|title|h1)\b", re.IGNORECASE
+)  # AwsError.code: the endpoint answered, but not as AWS answers
 UNREACHABLE_ERRORS = (
     EndpointConnectionError,
     ConnectTimeoutError,
@@ -141,9 +145,12 @@ def translated(service: str, operation: str) -> Iterator[None]:
 
 
 def _detail(message: object) -> str:
-    """``: <AWS's message>`` on one line without its own final period; nothing when AWS gave
-    none."""
+    """``: <AWS's message>`` on one line without its own final period (an HTML page by its
+    title, never pasted); nothing when AWS gave none."""
     text = " ".join(str(message or "").split()).rstrip(".")
+    if HTML_TAG.search(text):  # an error page someone put where AWS's message goes
+        title = page_title(text.encode())
+        text = "an HTML page" + (f' ("{title}")' if title else "")
     return f": {text}" if text else ""
 
 

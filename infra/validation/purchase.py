@@ -158,7 +158,9 @@ def check_spot(
         elif nic_layout(other, efa and other.efa_supported) != layout:
             reason = "has another network-card / EFA layout than the launch template's"
             allowed = _same_gpu(facts, catalog) or "none"
-        elif spec.availability_zone not in catalog.zones_offering(spec.region, name):
+        elif spec.availability_zone is not None and spec.availability_zone not in (
+            catalog.zones_offering(spec.region, name)
+        ):  # no zone (left out, or another problem): nothing to hold the type to
             reason = f"is not offered in {spec.availability_zone}"
             allowed = _same_gpu(facts, catalog, spec) or "none in this zone"
         seen.add(name)
