@@ -46,7 +46,11 @@ from gpu_cluster.infra.api_settings import (
 from gpu_cluster.infra.blame import caller_site
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.errors import ConfigError, render_problem
-from gpu_cluster.infra.network_check import with_network_facts, with_subnet_zone
+from gpu_cluster.infra.network_check import (
+    from_subnet_zone,
+    with_network_facts,
+    with_subnet_zone,
+)
 from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import PROJECT, StackSpec, StrictModel
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
@@ -241,10 +245,12 @@ def resolve(
         )
         if not covered(problem, early)
     ]
+    zoned = with_subnet_zone(config, program.network_lookup) if not inputs else config
     try:
-        if not inputs:
-            config = with_subnet_zone(config, program.network_lookup)
-        spec = load_spec(config, pulumi.get_stack())
+        try:
+            spec = load_spec(zoned, pulumi.get_stack())
+        except ConfigError as error:  # a problem with the subnet's zone says it is the subnet's
+            raise from_subnet_zone(error, config, zoned) from None
         if isinstance(spec, ResolvedCluster):
             if not inputs:  # ids known only at `pulumi up` are checked by AWS then
                 spec = with_network_facts(spec, program.network_lookup, stack_file=False)
@@ -280,6 +286,9 @@ def resolve(
             ),
         )
     for warning in spec.warnings if isinstance(spec, ResolvedCluster) else ():
+        for stand_in in inputs:  # a stand-in is no id of the user's: name what it stands for
+            kind = "subnet" if stand_in.startswith("subnet-") else "id"
+            warning = warning.replace(stand_in, f"the {kind} your Output gives")
         pulumi.log.warn(f"{component}('{name}'): {warning}")
     return spec
 
