@@ -424,3 +424,21 @@ def test_a_users_own_resource_that_a_later_up_could_not_replace_is_a_warning(tmp
     folder = project(tmp_path / "fixed", SUBNET.format(opts=opts))
     code, text = plan_output(folder, capsys)
     assert code == 0 and "warning: your" not in text, text
+
+
+def test_a_warning_names_the_subnet_an_output_gives_not_the_plans_stand_in(tmp_path, caplog):
+    body = """
+    vpc = aws.ec2.Vpc("v", cidr_block="10.8.0.0/16")
+    subnet = aws.ec2.Subnet(
+        "s", vpc_id=vpc.id, cidr_block="10.8.0.0/20", availability_zone="us-east-1a",
+        opts=pulumi.ResourceOptions(delete_before_replace=True),
+    )
+    GpuCluster("train", GpuClusterArgs(
+        instance_type="g5.xlarge", nodes=1, network={"vpc_id": vpc.id, "subnet_ids": [subnet.id]}
+    ))
+    """
+    main = project(tmp_path / "mine", body) / "__main__.py"
+    plan = run_plan("dev", {"aws:region": "us-east-1"}, program=main, project="mine")
+    assert plan.error is None, plan.error
+    assert "availabilityZone: the zone of the subnet your Output gives" in caplog.text
+    assert api.STAND_INS["network.subnetIds"].format(index=1) not in caplog.text
