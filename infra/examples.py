@@ -169,6 +169,8 @@ def off_switch(loc: tuple[Any, ...], received: Any) -> tuple[Any, ...] | None:
         return None
     if field_error(loc, 0) is None or not enabled_switch(loc[:-1]):
         return None  # 0 is allowed (and means off), or there is no switch
+    if all(field_error(loc, n) is not None for n in (1, 10, 100, 1000)):
+        return None  # not a number: the switch itself (enabled: no is false)
     return (*loc[:-1], "enabled")
 
 

@@ -256,6 +256,7 @@ CASES = [
     ),
     case("choice spelling", "train", "purchaseOption=spott", path="purchaseOption", meant="spot"),
     case("choice case", "dev", "containerNetwork=Host", path="containerNetwork", meant="host"),
+    case("boolean word", "dev", "idleStop.enabled=no", path="idleStop.enabled", meant=False),
     case("boolean word", "train", "efa=yes", path="efa", meant="true"),
     case("boolean word", "dev", "network.natGateway=off", path="network.natGateway", meant=False),
     # keys
