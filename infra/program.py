@@ -365,6 +365,10 @@ def vault_args(spec: ResolvedData) -> DataVaultArgs:
 
 def deploy_data(spec: ResolvedData) -> DataVault:
     vault = DataVault(spec.name, vault_args(spec))
+    for warning in spec.warnings:
+        pulumi.log.warn(warning)
+    if spec.warnings:  # a data stack's outputs stay as they were without any
+        pulumi.export("configWarnings", list(spec.warnings))
     pulumi.export("bucketName", vault.bucket_name)
     pulumi.export("bucketArn", vault.bucket_arn)
     pulumi.export("kmsKeyArn", vault.kms_key_arn)
@@ -391,10 +395,6 @@ def with_block_end(spec: ResolvedCluster, facts: ReservationFacts | None) -> Res
     before it, the alert topic is warned an hour before that), unless expiresAt is earlier."""
     if not isinstance(spec.purchase, CapacityBlock) or facts is None or facts.end_date is None:
         return spec
-    for warning in spec.warnings:
-        pulumi.log.warn(warning)
-    if spec.warnings:  # a data stack's outputs stay as they were without any
-        pulumi.export("configWarnings", list(spec.warnings))
     end = facts.end_date.astimezone(UTC)
     stop = end - BLOCK_END_MARGIN
     controls = spec.cost_controls
