@@ -1,8 +1,9 @@
 """A user's whole path, in one test, against a moto server with the real boot scripts on every
-node: the data stack, the train stack, a first job with a workdir and requirements, a checkpoint
-on the bucket, a spot node lost and replaced, the job resumed on the new node from that
-checkpoint, a scale-up by a config change, `pulumi destroy` of the compute stack, `gpuc sweep`
-finding nothing, and the dataset and checkpoints still in the bucket. Later features extend it.
+node: a new user's first mistakes and the fixes gpuc gives them, the data stack, the train stack,
+a first job with a workdir and requirements, a checkpoint on the bucket, a spot node lost and
+replaced, the job resumed on the new node from that checkpoint, a scale-up by a config change,
+`pulumi destroy` of the compute stack, `gpuc sweep` finding nothing, and the dataset and
+checkpoints still in the bucket. Later features extend it.
 
 Real: the program's own plan (the mock engine) for each stack and change, whose resources are
 what the simulated `pulumi up` creates in moto and `pulumi destroy` removes (the user data, the
@@ -31,6 +32,8 @@ from wheels import wheel
 from gpu_cluster.components.names import job_parameter
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.user_data import decoded_user_data
+from gpu_cluster.infra.errors import ConfigError
+from gpu_cluster.infra.fixes import apply_fix
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.destroy import destroy, stop_paying_command
 from gpu_cluster.infra.plan.engine import Plan, run_plan
@@ -238,8 +241,25 @@ def starts(sim: Path, after: float = 0, world: int | None = None) -> list[dict]:
     ]  # fmt: skip
 
 
+def first_mistakes() -> None:
+    """0. A new user's first tries (issue 29): a key their stage ignores is refused with the
+    stage and the key; money typed as they write it gets a fix that keeps it, and plans."""
+    refused = run_plan("data", stack_config("data", [("--set", "gangTimeoutMinutes=30")]))
+    assert isinstance(refused.error, ConfigError), refused.error
+    (problem,) = refused.error.problems
+    assert problem.path == "gpu-cluster:gangTimeoutMinutes" and "data" in problem.problem
+    config = stack_config("train", [*TRAIN, ("--set-path", "budget.monthlyUsd=$300")])
+    typed = run_plan("train", config)
+    assert isinstance(typed.error, ConfigError), typed.error
+    (problem,) = typed.error.problems
+    fixed = run_plan("train", apply_fix(config, problem.fix))
+    assert fixed.error is None, fixed.error
+    assert json.loads(fixed.config["gpu-cluster:budget"])["monthlyUsd"] == 300
+
+
 def test_a_users_whole_path(moto_server, tmp_path):
     deploy = Deployment(moto_server)
+    first_mistakes()
     # 1. the data stack: its bucket, and the user's dataset in it
     data = planned("data", [])
     bucket = deploy.data_stack(data)
