@@ -18,26 +18,47 @@ from gpu_cluster.infra.problems import AwsError, CommandError, Problem
 RECORDED: list[dict[str, str]] = []
 
 
-def record(kind: str, text: object) -> None:
-    RECORDED.append({"kind": kind, "text": str(text)})
+def record(kind: str, text: object, typed: list[str] | None = None) -> None:
+    """One message; ``typed``: what the user wrote that it may quote (keys, values)."""
+    RECORDED.append({"kind": kind, "text": str(text), "typed": typed or []})
 
 
-def after_init(cls: type, fields: Callable[[Any], dict[str, object]]) -> None:
+def strings(value: object) -> list[str]:
+    """Every key and scalar of a value the user gave, as text."""
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in [str(key), *strings(item)]]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in strings(item)]
+    return [str(value)]
+
+
+def after_init(cls: type, fields: Callable[[Any], dict[str, object]], typed: Callable) -> None:
     """Record ``fields(instance)`` each time ``cls`` is constructed."""
     original = cls.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         for kind, text in fields(self).items():
-            record(kind, text)
+            record(kind, text, typed(self))
 
     cls.__init__ = init  # type: ignore[misc]
 
 
-after_init(Problem, lambda p: {"problem": p.problem, "allowed": p.allowed, "fix": p.fix})
-after_init(ConfigError, lambda e: {"ConfigError": e})
-after_init(CommandError, lambda e: {"CommandError": e})
-after_init(AwsError, lambda e: {"AwsError": e})
+after_init(
+    Problem,
+    lambda p: {"problem": p.problem, "allowed": p.allowed, "fix": p.fix},
+    lambda p: [p.path, *strings(p.received)],
+)
+after_init(
+    ConfigError,
+    lambda e: {"ConfigError": e},
+    lambda e: [
+        *strings(e.config or {}),
+        *(t for p in e.problems for t in [p.path, *strings(p.received)]),
+    ],
+)
+after_init(CommandError, lambda e: {"CommandError": e}, lambda e: [])
+after_init(AwsError, lambda e: {"AwsError": e}, lambda e: [])
 
 _load_spec = config_module.load_spec
 
@@ -45,7 +66,7 @@ _load_spec = config_module.load_spec
 def load_spec(*args: Any, **kwargs: Any) -> Any:
     spec = _load_spec(*args, **kwargs)
     for warning in getattr(spec, "warnings", ()):
-        record("warning", warning)
+        record("warning", warning, strings(args[0]) if args else [])
     return spec
 
 
