@@ -15,7 +15,7 @@ from gpu_cluster.infra import config as config_module
 from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.problems import AwsError, CommandError, Problem
 
-RECORDED: list[dict[str, str]] = []
+RECORDED: list[dict[str, Any]] = []
 
 
 def record(kind: str, text: object, typed: list[str] | None = None) -> None:
