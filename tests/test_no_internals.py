@@ -130,6 +130,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
+@pytest.mark.slow  # the corpora run in a pytest of their own (~40 s)
 def test_every_message_of_the_config_corpora_is_free_of_internals(recorded):
     messages = {(e["kind"], e["text"]): e["typed"] for e in recorded}
     kinds = {kind for kind, _ in messages}
