@@ -117,6 +117,11 @@ def original_value(raw: Any, loc: tuple[Any, ...], fallback: Any) -> Any:
     return raw
 
 
+def quoted(word: str) -> str:
+    """A word as a message quotes it: in double quotes when it holds a single one."""
+    return f'"{word}"' if "'" in word else f"'{word}'"
+
+
 def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Problem]:
     problems = []
     for item in error.errors():
@@ -129,7 +134,9 @@ def problems_from_validation(error: ValidationError, raw: Any = None) -> list[Pr
                 Problem(
                     path=config_path(loc),
                     received=item["input"],
-                    problem=f"unknown key '{unknown}'" if unknown else "a key with an empty name",
+                    problem=f"unknown key {quoted(unknown)}"
+                    if unknown
+                    else "a key with an empty name",
                     allowed=", ".join(sorted(known)),
                     fix=unknown_key_fix(loc, unknown, known, item["input"]),
                 )

@@ -66,9 +66,10 @@ def from_exception(error: Exception) -> CommandError:
         return CommandError(INPUT, str(error))
     if isinstance(error, AwsError):
         return CommandError(AWS, str(error))
+    what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return CommandError(
         INTERNAL,
-        f"internal error ({type(error).__name__}: {error}); this is a bug in gpuc, please "
+        f"internal error ({what}); this is a bug in gpuc, please "
         "report it with the command you ran (GPUC_DEBUG=1 shows the traceback)",
     )
 

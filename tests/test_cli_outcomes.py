@@ -84,3 +84,14 @@ def test_json_errors_are_a_json_document_on_stdout(capsys, monkeypatch):
     assert document["error"]["code"] == INPUT
     paths = {p["path"] for p in document["error"]["problems"]}
     assert "gpu-cluster:nodez" in paths
+
+
+def test_an_internal_error_without_text_names_only_its_kind(monkeypatch, capsys):
+    def broken(_args):
+        raise ValueError
+
+    monkeypatch.delenv("GPUC_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "cmd_plan", broken)
+    assert cli.main(["plan", "--stack", "train"]) == INTERNAL
+    err = capsys.readouterr().err
+    assert "internal error (ValueError); this is a bug in gpuc" in err

@@ -1185,3 +1185,8 @@ def test_rendered_problems_carry_the_yaml_line_for_the_stack():
     with pytest.raises(ConfigError) as error:
         load_spec(config(efa="yes"), "mystack")
     assert "or in stacks/Pulumi.mystack.yaml: gpu-cluster:efa: true" in str(error.value)
+
+
+def test_an_unknown_key_holding_a_quote_is_quoted_with_the_other_kind():
+    problem = only_problem(config(None, (), **{"idleStop": {"it's": 5}}))
+    assert problem.problem == 'unknown key "it\'s"'

@@ -67,9 +67,9 @@ class ControlsSweep:
             # components/stack_cost_controls.py: "gpu-cluster <cluster>-cost [<stack id>]: ..."
             # (exact, so cluster "foo" never takes cluster "foo-bar"'s schedules, nor a stack of
             # another region or project with the same cluster name its own)
-            if schedule.get("Description", "").startswith(schedule_description_prefix(
-                f"{self.cluster}-cost", self.identity
-            )):
+            if schedule.get("Description", "").startswith(
+                schedule_description_prefix(f"{self.cluster}-cost", self.identity)
+            ):
                 yield Leftover(
                     "schedule", f"{entry.get('GroupName', 'default')}/{entry['Name']}", "", 0.0
                 )
