@@ -12,13 +12,10 @@ the same."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 from collections.abc import Mapping
-from typing import Any, Unpack, get_args
+from typing import Any, Unpack
 
 import pulumi
-from pydantic.alias_generators import to_camel
 
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
 from gpu_cluster.components.cluster import GpuCluster as ClusterComponent
@@ -37,22 +34,23 @@ from gpu_cluster.infra.api_arguments import (
     settings_problems,
     value_problems,
 )
+from gpu_cluster.infra.api_config import STAND_INS, restore, stack_config
+from gpu_cluster.infra.api_errors import ArgumentError, as_argument, covered, snake
 from gpu_cluster.infra.api_settings import (
     ClusterSettings,
     DataSettings,
     NodeGroupSettings,
     ServingSettings,
 )
-from gpu_cluster.infra.blame import caller_site
 from gpu_cluster.infra.config import load_spec
-from gpu_cluster.infra.errors import ConfigError, render_problem
+from gpu_cluster.infra.errors import ConfigError
 from gpu_cluster.infra.network_check import (
     from_subnet_zone,
     with_network_facts,
     with_subnet_zone,
 )
 from gpu_cluster.infra.problems import Problem
-from gpu_cluster.infra.spec import PROJECT, StackSpec, StrictModel
+from gpu_cluster.infra.spec import PROJECT
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 from gpu_cluster.infra.versions import require_supported_pulumi
 
@@ -67,147 +65,6 @@ __all__ = [
     "InferenceService",
     "InferenceServiceArgs",
 ]
-
-# Where a Pulumi input (known only at `pulumi up`) may stand: ids and names another resource
-# gives. It is checked as a valid stand-in of its kind, then passed on as the input itself.
-STAND_INS = {
-    "network.vpcId": "vpc-00000000",
-    "network.subnetIds": "subnet-{index:08x}",
-    "network.loadBalancerSubnetIds": "subnet-{index:08x}",
-    "network.securityGroupIds": "sg-{index:08x}",
-    "storage.bucket": "gpuc-input-bucket",
-    "storage.kmsKeyArn": "arn:aws:kms:us-east-1:000000000000:key/"
-    "00000000-0000-0000-0000-000000000000",
-}
-STAND_IN_OFFSET = {"network.loadBalancerSubnetIds": 0x8000}
-
-
-class ArgumentError(ConfigError):
-    """Every problem of a component's arguments, named as arguments; nothing was created."""
-
-    def __init__(self, component: str, name: str, problems: list[Problem]) -> None:
-        self.component = component
-        self.site = caller_site()  # the user's line that made the component
-        named = [as_argument(component, p) for p in problems]
-        super().__init__(name, named)
-        where = f" (at {self.site})" if self.site else ""
-        self.args = (
-            "\n".join(
-                [
-                    f"{component}({name!r}){where} has {len(named)} argument problem"
-                    f"{'s' if len(named) != 1 else ''}; nothing was created:",
-                    *(render_problem(problem) for problem in named),
-                ]
-            ),
-        )
-
-    def __str__(self) -> str:
-        return self.args[0]
-
-
-def snake(path: str) -> str:
-    """`network.subnetIds[0]` -> `network.subnet_ids[0]`."""
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m[1].lower(), path)
-
-
-FIX_COMMAND = re.compile(
-    r"pulumi config (set|rm)(?: --(?:path|secret|plaintext))* (\S+)(?: (\S+))?"
-)
-
-
-def as_argument(component: str, problem: Problem) -> Problem:
-    if problem.path.startswith(component):  # the Args object, the name, opts: named already
-        return problem
-    path = problem.path.split(":", 1)[1] if problem.path.startswith(f"{PROJECT}:") else problem.path
-    argument = f"{component}Args.{snake(path)}" if path != "region" else "region"
-
-    def fix(match: re.Match[str]) -> str:
-        verb, key, value = match[1], snake(match[2].split(":", 1)[-1]), match[3]
-        return f"leave out {key}," if verb == "rm" else f"set {key}={value or '<value>'}"
-
-    if path == "clusterName":  # the component's name is the cluster's name (OWNED)
-        suggested = FIX_COMMAND.search(problem.fix)
-        better = suggested[3] if suggested and suggested[3] else "<name>"
-        return dataclasses.replace(
-            problem,
-            path=f"{component}(name)",
-            problem=problem.problem.replace("clusterName", "the component's name"),
-            fix=f"name it {component}({better!r}, ...)",
-        )
-    unknown_key = problem.problem.startswith("unknown key")
-    return dataclasses.replace(
-        problem,
-        path=argument,
-        allowed=snake(problem.allowed) if unknown_key else problem.allowed,
-        fix=re.sub(r"'(\w+)'", lambda m: f"'{snake(m[1])}'", FIX_COMMAND.sub(fix, problem.fix))
-        if unknown_key
-        else FIX_COMMAND.sub(fix, problem.fix),
-    )
-
-
-def _model_of(annotation: Any) -> type[StrictModel] | None:
-    for option in (annotation, *get_args(annotation)):
-        if isinstance(option, type) and issubclass(option, StrictModel):
-            return option
-    return None
-
-
-def _camel(value: Any, model: type[StrictModel] | None, path: str, inputs: dict) -> Any:
-    """Snake-case keys of the stack file's models to its camelCase; inputs to stand-ins."""
-    if isinstance(value, pulumi.Output):
-        base = re.sub(r"\[\d+\]$", "", path)
-        index = int(path.rsplit("[", 1)[1][:-1]) if path.endswith("]") else 0
-        if base not in STAND_INS:
-            inputs[f"plain:{path}"] = value  # checked before anything exists: resolve says so
-            return None
-        stand_in = STAND_INS[base].format(index=index + STAND_IN_OFFSET.get(base, 0) + 1)
-        inputs[stand_in] = value
-        return stand_in
-    if isinstance(value, Mapping) and model is not None:
-        result = {}
-        for key, item in value.items():
-            field = model.model_fields.get(key)
-            name = to_camel(key) if field is not None else key
-            inner = _model_of(field.annotation) if field is not None else None
-            result[name] = _camel(item, inner, f"{path}.{name}".lstrip("."), inputs)
-        return result
-    if isinstance(value, list | tuple):
-        return [_camel(v, model, f"{path}[{i}]", inputs) for i, v in enumerate(value)]
-    return value
-
-
-def stack_config(
-    role: str, name: str, region: str | None, settings: Mapping[str, Any]
-) -> tuple[dict[str, str], dict[str, pulumi.Output]]:
-    """The config Pulumi would hand the program for these settings, and the inputs that stand
-    behind stand-in values."""
-    inputs: dict[str, pulumi.Output] = {}
-    config = {"aws:region": region or pulumi.Config("aws").get("region") or "us-east-1"}
-    for key, value in {"role": role, "cluster_name": name, **settings}.items():
-        field = StackSpec.model_fields.get(key)
-        camel = to_camel(key) if field is not None else key
-        converted = _camel(value, _model_of(field.annotation) if field else None, camel, inputs)
-        if isinstance(converted, str):
-            config[f"{PROJECT}:{camel}"] = converted
-        else:
-            config[f"{PROJECT}:{camel}"] = json.dumps(converted, default=repr)
-    return config, inputs
-
-
-def _restore(value: Any, inputs: Mapping[str, pulumi.Output]) -> Any:
-    if isinstance(value, str):
-        return inputs.get(value, value)
-    if isinstance(value, tuple):
-        return tuple(_restore(v, inputs) for v in value)
-    return value
-
-
-def covered(problem: Problem, early: list[Problem]) -> bool:
-    """A stack-file problem about a value whose Python kind was already refused."""
-    return any(
-        problem.path == e.path or problem.path.startswith((f"{e.path}.", f"{e.path}["))
-        for e in early
-    )
 
 
 def resolve(
@@ -269,7 +126,7 @@ def resolve(
             existing_network=dataclasses.replace(
                 existing,
                 **{
-                    f.name: _restore(getattr(existing, f.name), inputs)
+                    f.name: restore(getattr(existing, f.name), inputs)
                     for f in dataclasses.fields(existing)
                 },
             ),
@@ -280,8 +137,8 @@ def resolve(
             spec,
             storage=storage.model_copy(
                 update={
-                    "bucket": _restore(storage.bucket, inputs),
-                    "kms_key_arn": _restore(storage.kms_key_arn, inputs),
+                    "bucket": restore(storage.bucket, inputs),
+                    "kms_key_arn": restore(storage.kms_key_arn, inputs),
                 }
             ),
         )
