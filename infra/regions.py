@@ -11,17 +11,13 @@ from gpu_cluster.infra.suggest import suggest
 
 @cache
 def known_regions() -> frozenset[str]:
-    """Every region with an EC2 endpoint in botocore's endpoints data, in every partition
-    (aws, aws-cn, aws-us-gov, ...): what ``boto3.session.Session().get_available_regions``
-    answers, partition by partition."""
-    import botocore.session
+    """Every region in botocore's endpoints data, in every partition (aws, aws-cn, aws-us-gov,
+    ...): each partition's ``regions``. Read with botocore's loader, not a session, so that a
+    missing AWS_PROFILE is the AWS call's message later, not this check's crash."""
+    from botocore.loaders import create_loader
 
-    session = botocore.session.get_session()
-    return frozenset(
-        region
-        for partition in session.get_available_partitions()
-        for region in session.get_available_regions("ec2", partition_name=partition)
-    )
+    partitions = create_loader().load_data("endpoints")["partitions"]
+    return frozenset(region for partition in partitions for region in partition["regions"])
 
 
 def region_problem(region: str, flag: str = "--region", source: str = "") -> str | None:

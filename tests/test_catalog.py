@@ -103,11 +103,14 @@ def test_cli_reports_aws_errors_without_traceback(monkeypatch, capsys):
 
 
 def test_a_missing_profile_or_a_bad_region_is_a_message(monkeypatch, capsys):
+    from gpu_cluster.infra.outcome import INPUT
+
     monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
     assert main(["catalog", "refresh", "--region", "us-east-1"]) == AWS
     assert "no-such-profile" in capsys.readouterr().err
     monkeypatch.delenv("AWS_PROFILE")
-    assert main(["catalog", "refresh", "--region", "bad region!"]) == AWS
+    # an unknown region is the user's input, refused before any call (infra/regions.py)
+    assert main(["catalog", "refresh", "--region", "bad region!"]) == INPUT
     assert "'bad region!'" in capsys.readouterr().err
 
 

@@ -263,7 +263,11 @@ UTC_OFFSET = re.compile(r"^(?:UTC|GMT)\s*([+-])\s*(\d{1,2})(?::?00)?$", re.IGNOR
 
 def timezone_meant(text: str) -> tuple[str, str]:
     """(the IANA zone the user most likely meant, why) for an invalid schedule time zone."""
-    if (zone := ABBREVIATIONS.get(text.upper())) is not None:
+    zone = ABBREVIATIONS.get(text.upper())
+    city = zone_of_city(text) if zone is not None and not text.isupper() else None
+    if city is not None and city.rsplit("/", 1)[-1].lower() == text.lower().replace(" ", "_"):
+        zone = None  # "West" is Australia/West; WEST, typed as abbreviations are, is Lisbon's
+    if zone is not None:
         return zone, f" ({text} is an abbreviation; {zone} observes it, with daylight saving)"
     if match := UTC_OFFSET.match(text):
         sign, hours = match.groups()
