@@ -22,7 +22,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from gpu_cluster.infra.aws.answers import is_aws_endpoint, not_aws_answer, page_title
+from gpu_cluster.infra.aws.answers import is_aws_endpoint, is_html, not_aws_answer, page_title
 from gpu_cluster.infra.problems import AwsError
 
 __all__ = ["NOT_AWS", "AwsError", "call", "client", "emulator_lacks", "paginate", "translated"]
@@ -126,6 +126,14 @@ def translated(service: str, operation: str) -> Iterator[None]:
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = str(error.get("Code") or "Error")
+        if code.isdigit() and is_html(str(error.get("Message") or "").encode()):
+            # a client not made by client() (its answers unchecked): botocore read an HTML
+            # page as an error with a bare status; the endpoint that sent it is not known here
+            raise AwsError(
+                f"{action} failed: {code}{_detail(error.get('Message'))}, not an AWS response "
+                f"({CHECK_ENDPOINT})",
+                NOT_AWS,
+            ) from exc
         hint = (
             f" The caller needs IAM permission '{action}'."
             if code in PERMISSION_ERRORS or "AccessDenied" in code
