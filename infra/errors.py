@@ -29,7 +29,10 @@ PROJECT = "gpu-cluster"
 
 
 def render_problem(
-    problem: Problem, stack: str = "<stack>", config: dict[str, str] | None = None
+    problem: Problem,
+    stack: str = "<stack>",
+    config: dict[str, str] | None = None,
+    fixed: dict[str, str] | None = None,
 ) -> str:
     received = problem.received if problem.received == NOT_SET else shown(problem.received)
     text = (
@@ -38,7 +41,7 @@ def render_problem(
         f"      allowed:  {problem.allowed}\n"
         f"      fix:      {problem.fix}"
     )
-    yaml = yaml_fix(problem.fix, config)
+    yaml = yaml_fix(problem.fix, config, fixed)
     if yaml:
         lines = yaml.splitlines()
         text += f"\n      or in stacks/Pulumi.{stack}.yaml: {lines[0]}"
@@ -59,17 +62,24 @@ def shown(value: object) -> str:
     return flow(value)
 
 
-def yaml_fix(fix: str, config: dict[str, str] | None = None) -> str | None:
+def yaml_fix(
+    fix: str, config: dict[str, str] | None = None, fixed: dict[str, str] | None = None
+) -> str | None:
     """The stack-file form of a `pulumi config set/rm` fix (the offline user has no CLI): with
     the stack's config, each changed key's whole new value (a mapping with its other fields
-    kept), one line per key; `delete <key>` for a key the fix removes."""
+    kept), one line per key; `delete <key>` for a key the fix removes. ``fixed``: the config
+    with every problem's fix applied (all_fixed), so that two fixes in one mapping each show
+    the mapping with both: a line pasted replaces the key's whole value."""
     if config is not None and actionable(fix):
         try:
             after = apply_fix(config, fix)
         except Exception:  # a fix the CLI itself would refuse: no stack-file form
             return None
+        whole = fixed if fixed is not None else after
         lines = [
-            f"delete {key}" if key not in after else f"{key}: {top_level(after[key])}"
+            f"delete {key}"
+            if key not in after
+            else f"{key}: {top_level(whole.get(key, after[key]))}"
             for key in sorted(set(config) | set(after))
             if config.get(key) != after.get(key)
         ]
@@ -111,7 +121,23 @@ class ConfigError(pulumi.RunError):
         )
 
 
+def all_fixed(config: dict[str, str], problems: list[Problem]) -> dict[str, str]:
+    """The config with every problem's fix applied in turn (a fix that does not apply is
+    skipped): what the stack file reads once the user has followed them all."""
+    result = dict(config)
+    for problem in problems:
+        if actionable(problem.fix):
+            try:
+                result = apply_fix(result, problem.fix)
+            except Exception:  # a fix the CLI would refuse: yaml_fix shows no line for it
+                continue
+    return result
+
+
 def render_problems(
     stack: str, problems: list[Problem], header: str, config: dict[str, str] | None = None
 ) -> str:
-    return "\n".join([header, *(render_problem(problem, stack, config) for problem in problems)])
+    fixed = all_fixed(config, problems) if config is not None else None
+    return "\n".join(
+        [header, *(render_problem(problem, stack, config, fixed) for problem in problems)]
+    )

@@ -570,3 +570,41 @@ def test_a_cpu_type_is_not_answered_with_a_gpu_type():
     config = stack_config("dev", [("--set", "instanceType=m5.large")])
     (problem,) = problems(config, "dev")
     assert "did you mean" not in problem.fix and "<type>" in problem.fix
+
+
+# Several mistakes in one mapping: each stack-file line replaces the key's whole value, so each
+# must carry every fix of that mapping, or pasting them in turn would undo the earlier ones.
+SEVERAL = [
+    (
+        "dev",
+        ("schedule.timezone=Berlin", "schedule.start=8am", "schedule.stop=6pm"),
+        {"schedule.timezone": "Europe/Berlin", "schedule.start": "08:00", "schedule.stop": "18:00"},
+    ),
+    (
+        "dev",
+        ("budget.monthlyUsd=$300", "idleStop.belowPercent=5%", "idleStop.minutes=45m"),
+        {"budget.monthlyUsd": 300, "idleStop.belowPercent": 5, "idleStop.minutes": 45},
+    ),
+]
+
+
+@pytest.mark.parametrize(("stack", "typed", "meant"), SEVERAL, ids=lambda v: str(v)[:40])
+def test_every_stack_file_line_followed_in_turn_plans_with_all_fixes(stack, typed, meant):
+    from gpu_cluster.infra.errors import render_problems
+
+    config = stack_config(stack, [("--set-path", t) for t in typed])
+    found = problems(config, stack)
+    assert len(found) == len(typed), [p.path for p in found]
+    text = render_problems(stack, found, "header", config)
+    lines = [
+        line.split(": ", 1)[1]
+        for line in text.splitlines()
+        if line.strip().startswith(("or in stacks/", "and: "))
+    ]
+    assert len(lines) >= len(typed), text
+    followed = dict(config)
+    for line in lines:  # pasted one after the other, as a user reads them
+        followed = pasted(followed, line)
+    assert problems(followed, stack) == [], text
+    for path, value in meant.items():
+        assert value_at(followed, path) == value, (path, text)
