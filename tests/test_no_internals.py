@@ -12,9 +12,8 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
 from typing import Any
 
 import boto3
@@ -32,9 +31,11 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 from conftest import ROOT
+from foreign_answers import answering_server
 
 from gpu_cluster.infra.aws import AwsError, call, client, translated
 from gpu_cluster.infra.cli import SWEPT_SERVICES
+from gpu_cluster.infra.errors import shown
 
 # What a message must never show, each with what it is.
 INTERNALS: dict[str, re.Pattern[str]] = {
@@ -55,11 +56,12 @@ INTERNALS: dict[str, re.Pattern[str]] = {
 def internals(text: str, typed: Iterable[str] = ()) -> list[str]:
     """What ``text`` shows that it should not (empty when it reads as a message). ``typed``:
     what the user wrote: where the message quotes it (a tag key `Aws:None`), it is theirs."""
-    quoted = [
+    quoted = [  # as typed, or as a message shows it (escaped when it holds a quote: shown())
         (m.start(), m.end())
         for value in typed
         if value
-        for m in re.finditer(re.escape(value), text)
+        for form in {value, shown(value)}
+        for m in re.finditer(re.escape(form), text)
     ]
 
     def theirs(match: re.Match[str]) -> bool:
@@ -100,6 +102,9 @@ def test_the_check_finds_each_kind_of_internal(text, found):
 
 def test_what_the_user_typed_may_be_quoted_but_nothing_else():
     assert internals("- gpu-cluster:tags.Aws:None: not a valid AWS tag", ["Aws:None"]) == []
+    typed = "it's (a) ''"  # shown JSON-escaped, as a value holding a quote is
+    assert internals(f"received: {shown(typed)}", [typed]) == []
+    assert internals(f"received: {shown(typed)} ()", [typed]) == ["empty parentheses"]
     assert internals("tags.Aws:None in zone None", ["Aws:None"]) == ["Python's None"]
 
 
@@ -252,34 +257,10 @@ CALLS = [
 @pytest.fixture(scope="module")
 def answering() -> Iterator[dict[str, str]]:
     """One loopback server per answer, each answering every request alike."""
-    servers, urls = [], {}
-    for name, (status, content_type, body) in ANSWERS.items():
-
-        def handler(status: int = status, content_type: str = content_type, body: bytes = body):
-            class Answer(BaseHTTPRequestHandler):
-                def _answer(self) -> None:
-                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                    self.send_response(status)
-                    self.send_header("Content-Type", content_type)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-
-                do_GET = do_POST = do_PUT = _answer
-
-                def log_message(self, format: str, *args: Any) -> None:
-                    pass
-
-            return Answer
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler())
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        urls[name] = f"http://127.0.0.1:{server.server_address[1]}"
-    yield urls
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with ExitStack() as stack:
+        yield {
+            name: stack.enter_context(answering_server(*answer)) for name, answer in ANSWERS.items()
+        }
 
 
 @pytest.mark.parametrize("answer", sorted(ANSWERS))

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ import boto3
 import pytest
 from boto3.session import Session
 from botocore.stub import Stubber
+from foreign_answers import answering_server
 from moto import mock_aws
 from test_aws_commands import OFFERINGS, pricing_filters, product
 from test_jobs import capture_sends, cluster_key, nodes
@@ -299,28 +298,9 @@ ANSWERS = {
 def foreign_endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
     """An HTTP server on loopback that answers every request with the same non-AWS answer."""
     status, content_type, body = ANSWERS[request.param]
-
-    class Answer(BaseHTTPRequestHandler):
-        def _answer(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _answer
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     page = "#page" if body is PROXY_PAGE else ""  # a fragment: never sent, the test reads it
-    yield f"http://127.0.0.1:{server.server_address[1]}{page}"
-    server.shutdown()
-    server.server_close()
+    with answering_server(status, content_type, body) as url:
+        yield f"{url}{page}"
 
 
 LOOKING = [  # every command that reads AWS, as a user runs it

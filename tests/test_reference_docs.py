@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 from pydantic import BaseModel
+from test_stage_keys import STACK_OF_STAGE  # a stack file of each stage
 
 from gpu_cluster.infra import pulumi_yaml, reference
 from gpu_cluster.infra.cli import parser as gpuc_parser
@@ -118,14 +119,6 @@ SAMPLES: dict[str, Any] = {
     "ebsEncryptionByDefault": True,
     "snapshotBlockPublicAccess": True,
     "tags": {"owner": "probe"},
-}
-# a stack file of each stage (infra/validation/stage_keys.py STAGES)
-STACK_OF_STAGE = {
-    "data": "data",
-    "dev box": "dev",
-    "experiment": "experiment",
-    "train": "train",
-    "inference": "inference",
 }
 
 
