@@ -3,7 +3,52 @@ by components/inference.py): plain data, importable without the provider SDK."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Oidc:
+    """The listener's authenticate-oidc action (client_secret: a secret, never shown)."""
+
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    user_info_endpoint: str
+    client_id: str
+    client_secret: Any = field(repr=False)  # str or a secret pulumi.Output
+
+
+@dataclass(frozen=True)
+class Cognito:
+    """The listener's authenticate-cognito action."""
+
+    user_pool_arn: str
+    user_pool_client_id: str
+    user_pool_domain: str
+
+
+@dataclass(frozen=True)
+class ServiceAccess:
+    """Who may call the service: source networks (none: any), keys or sign-in at the edge, or
+    explicitly the public. Nothing set at all: no one (the listener's security group is closed)."""
+
+    cidrs: tuple[str, ...] = ()
+    prefix_lists: tuple[str, ...] = ()
+    api_keys: tuple[Any, ...] = field(default=(), repr=False)  # str or secret Outputs
+    api_key_header: str = "x-api-key"
+    oidc: Oidc | None = None
+    cognito: Cognito | None = None
+    public: bool = False
+
+
+@dataclass(frozen=True)
+class ServiceFirewall:
+    """The AWS WAF web ACL in front of the load balancer."""
+
+    enabled: bool = True
+    rate_limit: int = 2000  # requests per IP per window
+    rate_window_seconds: int = 300
 
 
 @dataclass(frozen=True)
@@ -23,7 +68,10 @@ class ServingConfig:
     certificate_arn: str | None
     domain: str | None
     hosted_zone_id: str | None
-    scaling_metric: str  # requestCount | gpuUtilization
+    scaling_metric: str  # requestCount | gpuUtilization | queueTime
     scaling_target: float
     warmup_seconds: int
     deletion_protection: bool = True
+    access: ServiceAccess = field(default_factory=ServiceAccess)
+    firewall: ServiceFirewall = field(default_factory=ServiceFirewall)
+    min_healthy_percent: int = 100

@@ -110,8 +110,43 @@ class EndpointTlsSettings(TypedDict, total=False):
 
 
 class InferenceScalingSettings(TypedDict, total=False):
-    metric: Literal["requestCount", "gpuUtilization"]
+    metric: Literal["requestCount", "gpuUtilization", "queueTime"]
     target: float
+
+
+class OidcSettings(TypedDict, total=False):
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    user_info_endpoint: str
+    client_id: str
+    client_secret: pulumi.Input[str]
+
+
+class CognitoSettings(TypedDict, total=False):
+    user_pool_arn: str
+    user_pool_client_id: str
+    user_pool_domain: str
+
+
+class InferenceAccessSettings(TypedDict, total=False):
+    cidrs: Sequence[str]
+    prefix_lists: Sequence[str]
+    api_keys: Sequence[pulumi.Input[str]]
+    api_key_header: str
+    oidc: OidcSettings
+    cognito: CognitoSettings
+    public: bool
+
+
+class InferenceWafSettings(TypedDict, total=False):
+    enabled: bool
+    rate_limit: int
+    rate_window_seconds: Literal[60, 120, 300, 600]
+
+
+class InferenceRolloutSettings(TypedDict, total=False):
+    min_healthy_percent: int
 
 
 class InferenceSettings(TypedDict, total=False):
@@ -125,6 +160,9 @@ class InferenceSettings(TypedDict, total=False):
     scaling: InferenceScalingSettings
     warmup_seconds: int
     deletion_protection: bool
+    access: InferenceAccessSettings
+    waf: InferenceWafSettings
+    rollout: InferenceRolloutSettings
 
 
 PurchaseOption = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]

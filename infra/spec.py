@@ -320,13 +320,95 @@ class EndpointTlsSpec(StrictModel):
 class InferenceScalingSpec(StrictModel):
     """Target tracking on the serving node group."""
 
-    metric: Literal["requestCount", "gpuUtilization"] = Field(
-        default="requestCount", description="what the node group scales on"
+    metric: Literal["requestCount", "gpuUtilization", "queueTime"] = Field(
+        default="requestCount",
+        description="what the node group scales on: requests per node, GPU utilization, or "
+        "the model server's queue time (per-token servers)",
     )
     target: ConfigFloat = Field(
         default=100,
         gt=0,
-        description="requests per node per minute, or GPU utilization % (1-100)",
+        description="requests per node per minute, GPU utilization % (1-100), or queue time "
+        "in milliseconds",
+    )
+
+
+class OidcSpec(StrictModel):
+    """The load balancer signs browser users in with an OpenID Connect identity provider
+    (the listener's authenticate-oidc action) before it forwards their requests."""
+
+    issuer: str = Field(description="the provider's issuer URL (https://...)")
+    authorization_endpoint: str = Field(description="its authorization endpoint (https://...)")
+    token_endpoint: str = Field(description="its token endpoint (https://...)")
+    user_info_endpoint: str = Field(description="its user info endpoint (https://...)")
+    client_id: str = Field(description="this application's client id at the provider")
+    client_secret: str = Field(
+        description="its client secret: set it with --secret (pulumi config set --secret --path "
+        "inference.access.oidc.clientSecret ...)"
+    )
+
+
+class CognitoSpec(StrictModel):
+    """The load balancer signs browser users in with an Amazon Cognito user pool (the
+    listener's authenticate-cognito action) before it forwards their requests."""
+
+    user_pool_arn: str = Field(description="the user pool's ARN")
+    user_pool_client_id: str = Field(description="the app client id (with a client secret)")
+    user_pool_domain: str = Field(description="the user pool's domain prefix")
+
+
+class InferenceAccessSpec(StrictModel):
+    """Who may call the service. Unset, the stack is refused: a service is never open to the
+    internet by accident. CIDRs and prefix lists limit the network; an API key, OIDC or Cognito
+    authenticate each request at the edge; `public: true` opens it to anyone, flagged."""
+
+    cidrs: list[str] = Field(
+        default_factory=list, description="IPv4 CIDRs that may connect, e.g. [203.0.113.0/24]"
+    )
+    prefix_lists: list[str] = Field(
+        default_factory=list, description="managed prefix list ids that may connect (pl-...)"
+    )
+    api_keys: list[str] = Field(
+        default_factory=list,
+        description="API keys checked at the edge (WAF, exact match on apiKeyHeader); set each "
+        "with --secret; two while rotating",
+    )
+    api_key_header: str = Field(default="x-api-key", description="the header that carries the key")
+    oidc: OidcSpec | None = Field(default=None, description="sign users in with OIDC")
+    cognito: CognitoSpec | None = Field(default=None, description="sign users in with Cognito")
+    public: ConfigBool = Field(
+        default=False,
+        description="true: anyone on the internet may call the service (flagged by gpuc plan "
+        "and gpuc audit)",
+    )
+
+
+class InferenceWafSpec(StrictModel):
+    """The AWS WAF web ACL in front of the load balancer: AWS's managed common rule set (its
+    body-size rule counted, not blocked), known bad inputs, the IP reputation list, and a
+    per-IP rate limit."""
+
+    enabled: ConfigBool = Field(default=True, description="false: no web ACL (flagged by audit)")
+    rate_limit: ConfigInt = Field(
+        default=2000,
+        ge=10,
+        le=2_000_000_000,
+        description="requests one IP address may send per rateWindowSeconds before WAF blocks it",
+    )
+    rate_window_seconds: Literal[60, 120, 300, 600] = Field(
+        default=300, description="the rate limit's window: 60, 120, 300 or 600 seconds"
+    )
+
+
+class InferenceRolloutSpec(StrictModel):
+    """How a new AMI or model version reaches the nodes: an instance refresh that launches
+    each replacement before it terminates an old node."""
+
+    min_healthy_percent: ConfigInt = Field(
+        default=100,
+        ge=0,
+        le=100,
+        description="the share of nodes that stay in service while nodes are replaced",
     )
 
 
@@ -354,6 +436,15 @@ class InferenceSpec(StrictModel):
     )
     deletion_protection: ConfigBool = Field(
         default=True, description="the load balancer's; set false before `pulumi destroy`"
+    )
+    access: InferenceAccessSpec | None = Field(
+        default=None, description="who may call the service (required)"
+    )
+    waf: InferenceWafSpec = Field(
+        default_factory=InferenceWafSpec, description="the AWS WAF web ACL (on by default)"
+    )
+    rollout: InferenceRolloutSpec = Field(
+        default_factory=InferenceRolloutSpec, description="how new versions reach the nodes"
     )
 
 
