@@ -14,7 +14,6 @@ Load Balancer with a TLS 1.3 HTTPS listener, scaling on requests or GPU utilizat
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,57 +21,14 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpu_cluster.components.catalog import InstanceFacts
-from gpu_cluster.components.cost_controls import GPU_METRIC, METRIC_NAMESPACE
 from gpu_cluster.components.datastore import log_bucket
-from gpu_cluster.components.launch_template import (
-    RootVolume,
-    encoded_user_data,
-    metadata_options,
-    root_block_device,
-    tag_specifications,
-)
+from gpu_cluster.components.inference_args import InferenceArgs
 from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import tls_only_bucket_policy
-from gpu_cluster.components.purchase import (
-    OnDemand,
-    Purchase,
-    Spot,
-    TemplateVersion,
-    mixed_instances_policy,
-)
-from gpu_cluster.components.serving_config import ServingConfig
+from gpu_cluster.components.serving_group import ServingGroupArgs, scaling_policy, serving_group
 
-LIFECYCLE_HOOK = "model-loaded"
 LOG_PREFIX = "alb"
 ELB_LOG_ACCOUNTS = Path(__file__).parent / "data" / "elb_log_accounts.json"
-
-
-@dataclass
-class InferenceArgs:
-    serving: ServingConfig
-    facts: InstanceFacts
-    load_balancer_name: str  # 32 characters at most (ELB)
-    target_group_name: str
-    region: str
-    account_id: pulumi.Input[str]
-    partition: pulumi.Input[str]
-    vpc_id: pulumi.Input[str]
-    private_subnet_ids: list[pulumi.Input[str]]
-    public_subnet_ids: list[pulumi.Input[str]]
-    node_security_group_id: pulumi.Input[str]
-    node_role_name: pulumi.Input[str]
-    instance_profile_arn: pulumi.Input[str]
-    kms_key_arn: pulumi.Input[str]
-    ami_id: pulumi.Input[str]
-    root_device_name: pulumi.Input[str]
-    ami_min_root_gib: pulumi.Input[int]
-    user_data: pulumi.Input[str]
-    purchase: Purchase = field(default_factory=OnDemand)
-    root_volume: RootVolume = field(default_factory=RootVolume)
-    boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
-    extra_security_group_ids: tuple[str, ...] = ()  # the user's own groups on every node
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 @cache
@@ -104,61 +60,6 @@ def load_balancer_log_policy(
         },
     )
     return policy
-
-
-def complete_launch_policy(group_arn: str) -> dict[str, Any]:
-    """A node may keep its launch hook open and put itself in service once its model server
-    is ready - in this stack's group only (found by the group's name prefix: the group is
-    autonamed, so a replacement can be created before the old one is deleted)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "CompleteOwnLaunch",
-                "Effect": "Allow",
-                "Action": [
-                    "autoscaling:CompleteLifecycleAction",
-                    "autoscaling:RecordLifecycleActionHeartbeat",
-                ],
-                "Resource": group_arn,
-            },
-            {
-                "Sid": "FindOwnGroup",
-                "Effect": "Allow",
-                "Action": "autoscaling:DescribeAutoScalingInstances",
-                "Resource": "*",  # Describe calls take no resource scope
-            },
-        ],
-    }
-
-
-def group_arn_pattern(partition: str, region: str, account_id: str, group: str) -> str:
-    return (
-        f"arn:{partition}:autoscaling:{region}:{account_id}:autoScalingGroup:*:"
-        f"autoScalingGroupName/{group}"
-    )
-
-
-def scaling_configuration(
-    serving: ServingConfig, resource_label: pulumi.Input[str] | None, group_name: pulumi.Input[str]
-) -> aws.autoscaling.PolicyTargetTrackingConfigurationArgsDict:
-    if serving.scaling_metric == "requestCount":
-        return {
-            "predefined_metric_specification": {
-                "predefined_metric_type": "ALBRequestCountPerTarget",
-                "resource_label": resource_label,
-            },
-            "target_value": serving.scaling_target,
-        }
-    return {
-        "customized_metric_specification": {
-            "metric_name": GPU_METRIC,
-            "namespace": METRIC_NAMESPACE,
-            "statistic": "Average",
-            "metric_dimensions": [{"name": "AutoScalingGroupName", "value": group_name}],
-        },
-        "target_value": serving.scaling_target,
-    }
 
 
 class InferenceService(pulumi.ComponentResource):
@@ -246,18 +147,17 @@ class InferenceService(pulumi.ComponentResource):
                 ],
                 opts=child,
             )
-        self.group = self._group(name, child)
+        self.group = serving_group(
+            name,
+            ServingGroupArgs(args, self.target_group.arn, [self.node_ingress]),
+            pulumi.ResourceOptions(parent=self),
+        )
         label = pulumi.Output.all(
             self.load_balancer.arn_suffix, self.target_group.arn_suffix
         ).apply(lambda parts: f"{parts[0]}/{parts[1]}")
-        self.scaling = aws.autoscaling.Policy(
-            child_name(name, "scaling"),
-            autoscaling_group_name=self.group.name,
-            policy_type="TargetTrackingScaling",
-            estimated_instance_warmup=s.warmup_seconds,
-            target_tracking_configuration=scaling_configuration(s, label, self.group.name),
-            # ALBRequestCountPerTarget needs the target group behind a listener
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.https]),
+        # ALBRequestCountPerTarget needs the target group behind a listener
+        self.scaling = scaling_policy(
+            name, s, self.group, label, pulumi.ResourceOptions(parent=self, depends_on=[self.https])
         )
         host = s.domain or None
         self.url = (
@@ -358,82 +258,3 @@ class InferenceService(pulumi.ComponentResource):
             opts=child,
         )
         return validation.certificate_arn
-
-    def _group(self, name: str, child: pulumi.ResourceOptions) -> aws.autoscaling.Group:
-        a, s = self.args, self.args.serving
-        template = aws.ec2.LaunchTemplate(
-            child_name(name, "launch-template"),
-            image_id=a.ami_id,
-            instance_type=a.facts.instance_type,
-            ebs_optimized="true",
-            update_default_version=True,
-            iam_instance_profile={"arn": a.instance_profile_arn},
-            metadata_options=metadata_options("host"),
-            monitoring={"enabled": True},
-            vpc_security_group_ids=[a.node_security_group_id, *a.extra_security_group_ids],
-            block_device_mappings=[
-                root_block_device(
-                    a.root_device_name, a.root_volume, a.kms_key_arn, a.ami_min_root_gib
-                )
-            ],
-            user_data=encoded_user_data(a.user_data),
-            tag_specifications=tag_specifications(a.tags),
-            tags=a.tags,
-            opts=child,
-        )
-        version: TemplateVersion = {
-            "id": template.id,
-            "version": template.latest_version.apply(str),
-        }
-        spot = isinstance(a.purchase, Spot)
-        launch = aws.iam.RolePolicy(
-            child_name(name, "node-launch"),
-            role=a.node_role_name,
-            policy=pulumi.Output.all(a.partition, a.account_id).apply(
-                lambda v: json.dumps(
-                    complete_launch_policy(
-                        group_arn_pattern(v[0], a.region, v[1], f"{child_name(name, 'group')}-*")
-                    )
-                )
-            ),
-            opts=child,
-        )
-        return aws.autoscaling.Group(
-            child_name(name, "group"),
-            min_size=s.min_nodes,
-            max_size=s.max_nodes,
-            vpc_zone_identifiers=a.private_subnet_ids,
-            target_group_arns=[self.target_group.arn],
-            health_check_type="ELB",
-            health_check_grace_period=s.warmup_seconds,
-            default_instance_warmup=s.warmup_seconds,
-            launch_template=(
-                None if spot else {"id": version["id"], "version": version["version"]}
-            ),
-            mixed_instances_policy=(
-                mixed_instances_policy(a.purchase, a.facts.instance_type, version, s.max_nodes)
-                if isinstance(a.purchase, Spot)
-                else None
-            ),
-            capacity_rebalance=spot,
-            initial_lifecycle_hooks=[
-                {
-                    "name": LIFECYCLE_HOOK,
-                    "lifecycle_transition": "autoscaling:EC2_INSTANCE_LAUNCHING",
-                    "heartbeat_timeout": s.warmup_seconds,
-                    "default_result": "ABANDON",
-                }
-            ],
-            instance_maintenance_policy={
-                "min_healthy_percentage": 100,
-                "max_healthy_percentage": 200,
-            },
-            wait_for_capacity_timeout="0",  # nodes join as their models load, after `up`
-            tags=[
-                {"key": k, "value": v, "propagate_at_launch": True}
-                for k, v in sorted({**a.tags, "Name": child_name(name, "node")}.items())
-            ],
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[*a.boot_dependencies, self.node_ingress, launch]
-            ),
-        )

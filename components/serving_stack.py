@@ -16,7 +16,8 @@ from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout, service_zone_subnets
 from gpu_cluster.components.cluster import StorageArgs
 from gpu_cluster.components.cost_controls import CostControls
-from gpu_cluster.components.inference import LIFECYCLE_HOOK, InferenceArgs, InferenceService
+from gpu_cluster.components.inference import InferenceService
+from gpu_cluster.components.inference_args import InferenceArgs
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.names import (
     StackIdentity,
@@ -31,6 +32,7 @@ from gpu_cluster.components.policies import log_group_writer_policy
 from gpu_cluster.components.purchase import OnDemand, Purchase
 from gpu_cluster.components.security import ClusterSecurity, ClusterSecurityArgs
 from gpu_cluster.components.serving_config import ServingConfig
+from gpu_cluster.components.serving_group import LIFECYCLE_HOOK
 from gpu_cluster.components.stack_cost_controls import CostControlArgs, StackCostControls
 from gpu_cluster.components.user_data import ServingBoot, render_serving_user_data
 
