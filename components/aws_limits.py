@@ -329,6 +329,35 @@ LIMITS: tuple[Limit, ...] = (
         allowed="letters, digits and single ._- between them",
     ),
 )
+# Amazon VPC User Guide, "Amazon VPC quotas" (security groups): 60 inbound rules per security
+# group by default (adjustable), and "when you reference a managed prefix list in a security group
+# rule, the maximum number of entries for the prefix list counts as the same number of rules".
+# AuthorizeSecurityGroupIngress beyond it fails with RulesPerSecurityGroupLimitExceeded. Not an
+# input's size, so not a row of LIMITS: the plan engine's mocks count each group's inbound rules
+# (infra/plan/mocks.py) and the config check counts what inference.access asks for.
+SECURITY_GROUP_INBOUND_RULES = 60
+SECURITY_GROUP_RULES_SOURCE = (
+    "Amazon VPC User Guide, 'Amazon VPC quotas': 60 inbound rules per security group (default); "
+    "a referenced prefix list counts as its maximum entries"
+)
+
+
+def inbound_rules_violation(group: str, rules: int) -> Violation | None:
+    """A security group's inbound rules over the default quota (a prefix list counted as one
+    rule here: its maximum entries are known only to AWS)."""
+    if rules <= SECURITY_GROUP_INBOUND_RULES:
+        return None
+    return Violation(
+        f"inbound rules of {group}",
+        rules,
+        SECURITY_GROUP_INBOUND_RULES,
+        "rules",
+        SECURITY_GROUP_RULES_SOURCE,
+        fix="fewer rules: put the CIDRs in a managed prefix list (inference.access.prefixLists), "
+        "or ask for a higher 'Inbound or outbound rules per security group' quota",
+    )
+
+
 # EC2 User Guide, 'Tag your Amazon EC2 resources' (tag restrictions, the same in every service
 # this project tags): 50 tags per resource, keys 1-128 and values 0-256 characters, and keys
 # beginning with aws: are reserved for AWS.

@@ -14,6 +14,7 @@ Load Balancer with a TLS 1.3 HTTPS listener, scaling on requests or GPU utilizat
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from gpu_cluster.components.datastore import log_bucket
 from gpu_cluster.components.inference_args import InferenceArgs
 from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import tls_only_bucket_policy
+from gpu_cluster.components.serving_config import ServiceAccess
 from gpu_cluster.components.serving_group import ServingGroupArgs, scaling_policy, serving_group
 
 LOG_PREFIX = "alb"
@@ -60,6 +62,71 @@ def load_balancer_log_policy(
         },
     )
     return policy
+
+
+GROUP_DESCRIPTION = (
+    "gpu-cluster inference load balancer: HTTPS and its redirect, from the callers "
+    "inference.access allows"
+)
+WORLD = "0.0.0.0/0"
+
+
+def ingress_sources(access: ServiceAccess) -> dict[str, dict[str, str]]:
+    """The load balancer's inbound sources by rule-name suffix: each CIDR and prefix list, or
+    the whole internet when nothing limits the network (public, or only keys or sign-in check
+    the callers: its rules keep the names they had before access existed); none when access
+    allows no one."""
+    if access.anywhere:
+        return {"": {"cidr_ipv4": WORLD}}
+    sources = {
+        "-" + cidr.replace(".", "-").replace("/", "-"): {"cidr_ipv4": cidr} for cidr in access.cidrs
+    }
+    sources |= {f"-{pl}": {"prefix_list_id": pl} for pl in access.prefix_lists}
+    return sources
+
+
+def secret_access(access: ServiceAccess) -> ServiceAccess:
+    """The API keys and the OIDC client secret as Pulumi secrets: encrypted in the state and
+    shown as [secret] in a plan, whatever the caller passed."""
+    oidc = access.oidc
+    if oidc is not None:
+        oidc = replace(oidc, client_secret=pulumi.Output.secret(oidc.client_secret))
+    return replace(
+        access, api_keys=tuple(pulumi.Output.secret(k) for k in access.api_keys), oidc=oidc
+    )
+
+
+def https_actions(access: ServiceAccess, target_group_arn: pulumi.Input[str]) -> list[Any]:
+    """The HTTPS listener's default actions: sign the user in (OIDC or Cognito, order 1) before
+    forwarding (order 2), or only forward. ELB user guide, "Authenticate users using an
+    Application Load Balancer": authenticate actions are for HTTPS listeners, first in order."""
+    forward: dict[str, Any] = {"type": "forward", "target_group_arn": target_group_arn}
+    if access.oidc is not None:
+        o = access.oidc
+        sign_in: dict[str, Any] = {
+            "type": "authenticate-oidc",
+            "authenticate_oidc": {
+                "issuer": o.issuer,
+                "authorization_endpoint": o.authorization_endpoint,
+                "token_endpoint": o.token_endpoint,
+                "user_info_endpoint": o.user_info_endpoint,
+                "client_id": o.client_id,
+                "client_secret": pulumi.Output.secret(o.client_secret),
+            },
+        }
+    elif access.cognito is not None:
+        c = access.cognito
+        sign_in = {
+            "type": "authenticate-cognito",
+            "authenticate_cognito": {
+                "user_pool_arn": c.user_pool_arn,
+                "user_pool_client_id": c.user_pool_client_id,
+                "user_pool_domain": c.user_pool_domain,
+            },
+        }
+    else:
+        return [forward]
+    return [{**sign_in, "order": 1}, {**forward, "order": 2}]
 
 
 class InferenceService(pulumi.ComponentResource):
@@ -114,7 +181,7 @@ class InferenceService(pulumi.ComponentResource):
             protocol="HTTPS",
             ssl_policy=s.tls_policy,
             certificate_arn=certificate_arn,
-            default_actions=[{"type": "forward", "target_group_arn": self.target_group.arn}],
+            default_actions=https_actions(s.access, self.target_group.arn),
             tags=args.tags,
             opts=child,
         )
@@ -172,21 +239,27 @@ class InferenceService(pulumi.ComponentResource):
         group = aws.ec2.SecurityGroup(
             child_name(name, "alb-sg"),
             vpc_id=a.vpc_id,
-            description="gpu-cluster inference load balancer: HTTPS and its redirect from anywhere",
+            description=GROUP_DESCRIPTION,
             tags={**a.tags, "Name": child_name(name, "alb")},
-            opts=child,
+            # EC2 cannot change a group's description (the provider replaces the group): a
+            # stack made when it read "from anywhere" keeps its group
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(ignore_changes=["description"])
+            ),
         )
-        for port in (443, 80):
-            aws.vpc.SecurityGroupIngressRule(
-                child_name(name, f"alb-in-{port}"),
-                security_group_id=group.id,
-                description="HTTPS" if port == 443 else "HTTP, redirected to HTTPS",
-                ip_protocol="tcp",
-                from_port=port,
-                to_port=port,
-                cidr_ipv4="0.0.0.0/0",
-                opts=child,
-            )
+        for rule, source in ingress_sources(a.serving.access).items():
+            for port in (443, 80):
+                aws.vpc.SecurityGroupIngressRule(
+                    child_name(name, f"alb-in-{port}{rule}"),
+                    security_group_id=group.id,
+                    description="HTTPS" if port == 443 else "HTTP, redirected to HTTPS",
+                    ip_protocol="tcp",
+                    from_port=port,
+                    to_port=port,
+                    cidr_ipv4=source.get("cidr_ipv4"),
+                    prefix_list_id=source.get("prefix_list_id"),
+                    opts=child,
+                )
         aws.vpc.SecurityGroupEgressRule(
             child_name(name, "alb-to-nodes"),
             security_group_id=group.id,

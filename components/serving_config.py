@@ -41,6 +41,28 @@ class ServiceAccess:
     cognito: Cognito | None = None
     public: bool = False
 
+    @property
+    def signs_in(self) -> bool:
+        return self.oidc is not None or self.cognito is not None
+
+    @property
+    def anywhere(self) -> bool:
+        """No network limit: anyone may connect (public, or only keys or sign-in check them)."""
+        return not (self.cidrs or self.prefix_lists) and (
+            self.public or bool(self.api_keys) or self.signs_in
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """Who may call the service, for the stack's outputs (never a key or secret)."""
+        return {
+            "networks": [*self.cidrs, *self.prefix_lists]
+            or ("anyone" if self.anywhere else "no one"),
+            "apiKeys": len(self.api_keys),
+            "apiKeyHeader": self.api_key_header if self.api_keys else None,
+            "signIn": "oidc" if self.oidc else "cognito" if self.cognito else None,
+            "public": self.public,
+        }
+
 
 @dataclass(frozen=True)
 class ServiceFirewall:

@@ -29,6 +29,7 @@ from gpu_cluster.infra.examples import whole_number_example
 from gpu_cluster.infra.namespaces import namespace_problems
 from gpu_cluster.infra.secrets_config import secret_names
 from gpu_cluster.infra.spec import CONFIG_KEYS, LIST_KEYS, OBJECT_KEYS, PROJECT, StackSpec
+from gpu_cluster.infra.validation.service_access import without_secret_values
 from gpu_cluster.infra.yaml_numbers import path_text
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def parse_spec(config: Mapping[str, str]) -> tuple[StackSpec | None, list[Proble
     try:
         return StackSpec.model_validate(raw_without(raw, dropped)), problems, dropped
     except ValidationError as error:
-        problems += problems_from_validation(error, raw)
+        problems += without_secret_values(problems_from_validation(error, raw))
         dropped |= {str(item["loc"][0]) for item in error.errors() if item["loc"]}
     if "region" in dropped:
         return None, problems, dropped

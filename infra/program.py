@@ -127,12 +127,15 @@ def smoke_test_command(url: str, kind: str, readiness: str) -> str:
 
 
 def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
+    from gpu_cluster.components.inference import secret_access
     from gpu_cluster.components.serving_stack import ServingStackArgs
 
     assert spec.inference is not None
+    serving = spec.inference
     return ServingStackArgs(
         facts=spec.facts,
-        serving=spec.inference,
+        # API keys and the OIDC client secret stay Pulumi secrets (encrypted in the state)
+        serving=dataclasses.replace(serving, access=secret_access(serving.access)),
         region=spec.region,
         layout=spec.layout,
         storage=storage_args(spec),
@@ -173,6 +176,7 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
             "batching": f"preferred {list(serving.preferred_batch_sizes)}, max queue delay "
             f"{serving.max_queue_delay_us} us",
             "warmupSeconds": serving.warmup_seconds,
+            "access": serving.access.describe(),
         },
     )
     pulumi.export(

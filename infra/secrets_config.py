@@ -18,11 +18,11 @@ from gpu_cluster.components.naming import (
     suggest_secret_name,
 )
 from gpu_cluster.infra.problems import Problem
-from gpu_cluster.infra.spec import PROJECT
+from gpu_cluster.infra.spec import PROJECT, SECRET_NOT_SHOWN, SECRET_STAND_IN
 
 KEY = f"{PROJECT}:secrets"
-HIDDEN = "(a secret value, not shown)"
-OFFLINE_STAND_IN = "[secret: encrypted in the stack file]"
+HIDDEN = SECRET_NOT_SHOWN
+OFFLINE_STAND_IN = SECRET_STAND_IN
 
 
 def is_ciphertext(value: Any) -> bool:

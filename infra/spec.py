@@ -64,6 +64,20 @@ def true_or_false(value: Any) -> Any:
 
 ConfigBool = Annotated[bool, BeforeValidator(true_or_false)]
 
+# A value set with `pulumi config set --secret`: offline, the stack file holds its ciphertext
+# ({secure: ...}), which gpuc cannot and need not decrypt; the spec holds a stand-in for it.
+# Under the Pulumi CLI the program receives the decrypted value (infra/secrets_config.py).
+SECRET_STAND_IN = "[secret: encrypted in the stack file]"
+SECRET_NOT_SHOWN = "(a secret value, not shown)"  # what a Problem says it received
+
+
+def ciphertext_stand_in(value: Any) -> Any:
+    """A secure value ({secure: ...}) as the stand-in; anything else as it is."""
+    return SECRET_STAND_IN if isinstance(value, dict) and set(value) == {"secure"} else value
+
+
+SecretText = Annotated[str, BeforeValidator(ciphertext_stand_in)]
+
 # Config numbers are finite: pydantic's float also takes inf, nan and Infinity (as numbers or
 # strings), and no price, budget, percentage or target means that (its error: finite_number).
 ConfigFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -342,7 +356,7 @@ class OidcSpec(StrictModel):
     token_endpoint: str = Field(description="its token endpoint (https://...)")
     user_info_endpoint: str = Field(description="its user info endpoint (https://...)")
     client_id: str = Field(description="this application's client id at the provider")
-    client_secret: str = Field(
+    client_secret: SecretText = Field(
         description="its client secret: set it with --secret (pulumi config set --secret --path "
         "inference.access.oidc.clientSecret ...)"
     )
@@ -368,7 +382,7 @@ class InferenceAccessSpec(StrictModel):
     prefix_lists: list[str] = Field(
         default_factory=list, description="managed prefix list ids that may connect (pl-...)"
     )
-    api_keys: list[str] = Field(
+    api_keys: list[SecretText] = Field(
         default_factory=list,
         description="API keys checked at the edge (WAF, exact match on apiKeyHeader); set each "
         "with --secret; two while rotating",

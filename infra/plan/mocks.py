@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import rpc
 
-from gpu_cluster.components.aws_limits import violations
+from gpu_cluster.components.aws_limits import inbound_rules_violation, violations
 from gpu_cluster.infra.errors import ConfigError, Problem
 
 MOCK_ACCOUNT = "123456789012"
@@ -36,6 +36,8 @@ ID_PREFIX = {
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "sgr",
 }
 
+
+INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 # Inputs AWS cannot change in place: a different value means a new resource with a new id (so a
 # plan of a changed stack shows what would point at a replaced subnet or placement group).
@@ -88,6 +90,7 @@ class PlanMocks(pulumi.runtime.Mocks):
         self._node_network: ipaddress.IPv4Network | None = None
         self.invokes: list[tuple[str, dict[str, Any]]] = []
         self.refused: list[Problem] = []
+        self._inbound: dict[str, int] = {}  # security group id -> its inbound rules
 
     def arn(self, service: str, resource: str, regional: bool = True) -> str:
         region = self.region if regional else ""
@@ -96,6 +99,8 @@ class PlanMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
         self.refused += refusals(typ, name, inputs)  # run_plan turns them into the plan's error
+        if typ == INGRESS_RULE:
+            self.refused += self._inbound_rule(name, inputs.get("securityGroupId"))
         if typ == "pulumi:pulumi:StackReference":
             return self._stack_reference(inputs.get("name", name))
         identity = [str(inputs.get(field, "")) for field in CREATE_ONLY.get(typ, ())]
@@ -186,6 +191,24 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif typ == "aws:sns/topic:Topic":
             state["arn"] = self.arn("sns", f"{name}-{_digest(name, length=7)}")
         return physical, state
+
+    def _inbound_rule(self, name: str, group: Any) -> list[Problem]:
+        """One more inbound rule of ``group``: refused past the quota (once per group)."""
+        if not isinstance(group, str) or group == rpc.UNKNOWN:
+            return []
+        self._inbound[group] = count = self._inbound.get(group, 0) + 1
+        v = inbound_rules_violation(group, count)
+        if v is None or count != v.maximum + 1:
+            return []
+        return [
+            Problem(
+                path=f"{name}.securityGroupId ({INGRESS_RULE})",
+                received=f"{v.size:,} {v.unit}",
+                problem=f"AWS would refuse this resource: {v.message()}",
+                allowed=f"at most {v.maximum:,} {v.unit}",
+                fix=v.fix,
+            )
+        ]
 
     def _node_address(self) -> str:
         """A single node gets the first address after the reserved start of the node subnet."""

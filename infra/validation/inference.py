@@ -11,6 +11,7 @@ from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
 from gpu_cluster.infra.suggest import closest
 from gpu_cluster.infra.validation.common import key
+from gpu_cluster.infra.validation.service_access import access_problems, service_access
 from gpu_cluster.policy.service import RECOMMENDED_TLS_POLICIES
 
 # ELB.17's recommended policies (the security pack's list): TLS 1.3, minimum TLS 1.2 or 1.3.
@@ -127,6 +128,7 @@ def check_inference(
     found += _certificate_problems(tls)
     found += _certificate_region_problems(tls, spec.region)
     found += _scaling_problems(settings)
+    found += access_problems(settings)
     if spec.fsx is not None:
         found.append(
             problem(
@@ -218,6 +220,7 @@ def check_inference(
             scaling_target=settings.scaling.target,
             warmup_seconds=settings.warmup_seconds,
             deletion_protection=settings.deletion_protection,
+            access=service_access(settings.access),
         ),
         [],
     )

@@ -54,6 +54,7 @@ from gpu_cluster.infra.validation.names import (
 )
 from gpu_cluster.infra.validation.network import check_network, public_ip_problems
 from gpu_cluster.infra.validation.purchase import check_purchase
+from gpu_cluster.infra.validation.service_access import public_warning
 from gpu_cluster.infra.validation.stage_keys import stage_problems
 from gpu_cluster.infra.validation.storage import check_fsx, check_storage
 from gpu_cluster.infra.validation.subnet_zone import stand_in_note, with_stand_in_zone
@@ -300,6 +301,7 @@ def cluster_warnings(
     if spec.storage.source == "stack" and spec.storage.stack:
         found.append(data_stack_warning(spec.storage.stack, known_stacks))
     found += timestamp_tag_warnings(spec.tags)
+    found.append(public_warning(spec.inference))
     zone_id = load_catalog().zone_id(spec.region, spec.availability_zone or "")
     found += cost_control_warnings(spec, facts.instance_type, zone_id, datetime.now(UTC))
     return tuple(w for w in found if w)
