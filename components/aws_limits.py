@@ -12,6 +12,8 @@ import gzip
 import re
 from dataclasses import dataclass, replace
 
+from gpu_cluster.components import waf_limits
+
 # EC2 User Guide, "Work with instance user data": "User data is limited to 16 KB, in raw form,
 # before it is base64-encoded." CreateLaunchTemplate/RunInstances refuse more.
 USER_DATA_MAX_BYTES = 16384
@@ -218,6 +220,17 @@ LIMITS: tuple[Limit, ...] = (
             ("aws:lb/loadBalancer:LoadBalancer", "CreateLoadBalancer"),
             ("aws:lb/targetGroup:TargetGroup", "CreateTargetGroup"),
         )
+    ),
+    Limit(
+        waf_limits.WEB_ACL,
+        "name",
+        128,
+        "characters",
+        "WAF API Reference, CreateWebACL: Name, 1-128 characters of ^[\\w\\-]+$ (the rules, "
+        "their capacity and the logging destination: components/waf_limits.py)",
+        minimum=1,
+        pattern=r"[\w-]+",
+        allowed="letters, digits, _ and -",
     ),
     Limit(
         "aws:autoscaling/group:Group",
@@ -470,4 +483,8 @@ def violations(resource_type: str, inputs: dict) -> list[Violation]:
             continue
         if (violation := check(limit, value)) is not None:
             found.append(violation)
+    found += [
+        Violation(f.input_name, f.size, f.maximum, f.unit, f.source, f.why)
+        for f in waf_limits.findings(resource_type, inputs)
+    ]
     return found + tag_violations(inputs.get("tags"))

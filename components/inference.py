@@ -28,6 +28,7 @@ from gpu_cluster.components.naming import child_name
 from gpu_cluster.components.policies import tls_only_bucket_policy
 from gpu_cluster.components.serving_config import ServiceAccess
 from gpu_cluster.components.serving_group import ServingGroupArgs, scaling_policy, serving_group
+from gpu_cluster.components.waf import protect_load_balancer
 
 LOG_PREFIX = "alb"
 ELB_LOG_ACCOUNTS = Path(__file__).parent / "data" / "elb_log_accounts.json"
@@ -153,6 +154,8 @@ class InferenceService(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.log_policy]),
         )
+        # AWS WAF in front of it (components/waf.py); none with inference.waf.enabled false
+        self.web_acl = protect_load_balancer(name, args, self.load_balancer.arn, self)
         self.target_group = aws.lb.TargetGroup(
             child_name(name, "targets"),
             name=args.target_group_name,

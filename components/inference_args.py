@@ -37,4 +37,6 @@ class InferenceArgs:
     root_volume: RootVolume = field(default_factory=RootVolume)
     boot_dependencies: list[pulumi.Resource] = field(default_factory=list)
     extra_security_group_ids: tuple[str, ...] = ()  # the user's own groups on every node
+    web_acl_name: str = ""  # components/names.py web_acl_name (components/waf.py)
+    waf_log_group: str = ""  # components/names.py waf_log_group: aws-waf-logs-...
     tags: dict[str, str] = field(default_factory=dict)

@@ -10,7 +10,7 @@ exact identity, and two stacks that differ in any part of it get different names
 
 Scopes, as AWS keeps names unique:
 - regional: among all stacks of one account and region (KMS aliases, log groups, SSM
-  parameters, load balancers, trails, Logs resource policies);
+  parameters, load balancers, REGIONAL web ACLs, trails, Logs resource policies);
 - account: among all stacks of one account, every region (IAM and service-linked role names,
   budgets);
 - global: among all accounts (S3 bucket names).
@@ -142,6 +142,28 @@ def log_group_prefixes(identity: StackIdentity) -> tuple[str, ...]:
     return (f"/{NAME_PREFIX}/{regional}-", f"/aws/events/{NAME_PREFIX}/{regional}-")
 
 
+WAF_LOG_PREFIX = "aws-waf-logs-"  # WAF logs only to a log group whose name starts with it
+
+
+def waf_log_group(identity: StackIdentity, role: str = "waf") -> str:
+    """The web ACL's log group: AWS WAF delivers to CloudWatch Logs only into a group whose name
+    begins with ``aws-waf-logs-`` (WAF Developer Guide, "Sending web ACL traffic logs to an
+    Amazon CloudWatch Logs log group"), so it cannot live under /gpu-cluster/."""
+    return f"{waf_log_group_prefix(identity)}{role}"
+
+
+def waf_log_group_prefix(identity: StackIdentity) -> str:
+    """What every WAF log group of the stack starts with (the key policy's Logs grant)."""
+    return f"{WAF_LOG_PREFIX}{NAME_PREFIX}-{identity.regional}-"
+
+
+def web_acl_name(identity: StackIdentity, role: str = "") -> str:
+    """A REGIONAL web ACL's name: unique per account, region and scope (WAF keeps names per
+    scope), 1-128 of letters, digits, _ and - (CreateWebACL's Name, ``^[\\w\\-]+$``): the
+    regional part is letters, digits and hyphens, at most 11 + 1 + 42 + 1 + a role."""
+    return f"{NAME_PREFIX}-{scoped(identity, role or 'waf')}"
+
+
 def parameter_root(identity: StackIdentity) -> str:
     """The SSM hierarchy the stack's parameters live under: no other stack's is inside it
     (its segment has no '/', and distinct identities have distinct segments)."""
@@ -266,6 +288,7 @@ NAMESPACES: dict[str, tuple[str, str]] = {
     "logs-resource-policy": ("aws:cloudwatch/logResourcePolicy:LogResourcePolicy", "policyName"),
     "ssm-parameter": ("aws:ssm/parameter:Parameter", "name"),
     "load-balancer": ("aws:lb/loadBalancer:LoadBalancer", "name"),
+    "web-acl": ("aws:wafv2/webAcl:WebAcl", "name"),
     "target-group": ("aws:lb/targetGroup:TargetGroup", "name"),
     "cloudtrail": ("aws:cloudtrail/trail:Trail", "name"),
     "iam-role": ("aws:iam/serviceLinkedRole:ServiceLinkedRole", "customSuffix"),
@@ -307,6 +330,8 @@ NAME_KINDS: dict[str, NameKind] = {
         lambda i: f"{replacements_parameter(i)}/xid-79", "regional", "ssm-parameter"
     ),
     "load balancer": NameKind(lambda i: load_balancer_name(i, ""), "regional", "load-balancer"),
+    "web acl": NameKind(web_acl_name, "regional", "web-acl"),
+    "waf log": NameKind(waf_log_group, "regional", "log-group"),
     "target group": NameKind(
         lambda i: target_group_name(i, "", 8000), "regional", "target-group"
     ),

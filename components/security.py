@@ -45,6 +45,8 @@ class ClusterSecurityArgs:
     # ECR repositories the nodes may pull job images from (`gpuc run --image`): names in this
     # account and region, or repository ARNs; none: the role gets no ECR rights at all
     image_repositories: tuple[str, ...] = ()
+    # more log groups the key encrypts (an inference stack's aws-waf-logs-... group)
+    extra_log_group_prefixes: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -105,7 +107,11 @@ class ClusterSecurity(pulumi.ComponentResource):
             autoscaling_role_arn=self.autoscaling_role.arn if self.autoscaling_role else None,
             alias_name=key_alias(identity),
             # the stack's flow-log and node-event log groups (components/names.py)
-            log_group_prefixes=log_group_prefixes(identity) if args.cluster else (),
+            log_group_prefixes=(
+                log_group_prefixes(identity) + args.extra_log_group_prefixes
+                if args.cluster
+                else ()
+            ),
             alert_publishers=args.alert_topic,
         )
         child = pulumi.ResourceOptions(parent=self)

@@ -25,6 +25,9 @@ from gpu_cluster.components.names import (
     model_metrics_log_group,
     runtime_identity,
     target_group_name,
+    waf_log_group,
+    waf_log_group_prefix,
+    web_acl_name,
 )
 from gpu_cluster.components.naming import CLUSTER_TAG, child_name
 from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
@@ -87,6 +90,10 @@ class ServingStack(pulumi.ComponentResource):
                 identity=ids,
                 cluster=name,
                 alert_topic=args.cost_controls.alerts,
+                # the web ACL's logs (aws-waf-logs-..., components/waf.py) under the stack's key
+                extra_log_group_prefixes=(
+                    (waf_log_group_prefix(ids),) if serving.firewall.enabled else ()
+                ),
                 tags=args.tags,
             ),
             child,
@@ -176,6 +183,8 @@ class ServingStack(pulumi.ComponentResource):
                 load_balancer_name=load_balancer_name(ids, ""),
                 target_group_name=target_group_name(ids, "", serving.port),
                 region=args.region,
+                web_acl_name=web_acl_name(ids),
+                waf_log_group=waf_log_group(ids),
                 account_id=identity.account_id,
                 partition=partition,
                 vpc_id=self.network.vpc_id,

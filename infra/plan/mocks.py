@@ -10,6 +10,7 @@ import pulumi
 from pulumi.runtime import rpc
 
 from gpu_cluster.components.aws_limits import inbound_rules_violation, violations
+from gpu_cluster.components.waf_limits import WEB_ACL, revealed, web_acl_wcu
 from gpu_cluster.infra.errors import ConfigError, Problem
 
 MOCK_ACCOUNT = "123456789012"
@@ -188,6 +189,13 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif typ == "aws:lb/targetGroup:TargetGroup":
             suffix = f"targetgroup/{name[:32]}/{_digest(name, length=16)}"
             state.update(arn=self.arn("elasticloadbalancing", suffix), arnSuffix=suffix)
+        elif typ == WEB_ACL:  # arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>
+            acl = inputs.get("name") or name
+            rules = [revealed(r) for r in revealed(inputs.get("rules")) or []]  # may be secret
+            state.update(
+                arn=self.arn("wafv2", f"regional/webacl/{acl}/{_uuid(name)}"),
+                capacity=web_acl_wcu(rules)[0],
+            )
         elif typ == "aws:sns/topic:Topic":
             state["arn"] = self.arn("sns", f"{name}-{_digest(name, length=7)}")
         return physical, state
