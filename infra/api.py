@@ -26,6 +26,7 @@ from gpu_cluster.components.node_group import GpuNodeGroupArgs as NodeGroupCompo
 from gpu_cluster.components.serving_stack import ServingStack
 from gpu_cluster.infra import program
 from gpu_cluster.infra.api_arguments import (
+    access_secret_values,
     args_problem,
     name_problem,
     node_group_input_problems,
@@ -33,6 +34,7 @@ from gpu_cluster.infra.api_arguments import (
     secret_values,
     settings_problems,
     value_problems,
+    with_secrets,
 )
 from gpu_cluster.infra.api_config import STAND_INS, restore, stack_config
 from gpu_cluster.infra.api_errors import ArgumentError, as_argument, covered, snake
@@ -263,7 +265,10 @@ class InferenceServiceArgs(_Args):
     keywords = ServingSettings
 
     def __init__(self, region: str | None = None, **settings: Unpack[ServingSettings]) -> None:
-        super().__init__(region, **settings)
+        # the API keys and OIDC client secret: Pulumi secrets, checked as the stack file's are
+        values, self.secrets, self.input_problems, self.warnings = access_secret_values(settings)
+        super().__init__(region, **values)
+        self.given = dict(settings)
 
 
 class InferenceService(ServingStack):
@@ -273,8 +278,16 @@ class InferenceService(ServingStack):
         self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         early = check_arguments("InferenceService", name, args, InferenceServiceArgs, opts)
+        for warning in args.warnings:
+            pulumi.log.warn(f"InferenceServiceArgs.{warning}")
         spec = resolve("InferenceService", "inference", name, args.region, args.settings, early)
-        assert isinstance(spec, ResolvedCluster)
+        assert isinstance(spec, ResolvedCluster) and spec.inference is not None
+        spec = dataclasses.replace(
+            spec,
+            inference=dataclasses.replace(
+                spec.inference, access=with_secrets(spec.inference.access, args.secrets)
+            ),
+        )
         self.spec = spec
         super().__init__(name, program.serving_args(spec), opts)
 

@@ -13,6 +13,7 @@ the state from then on) with a warning that it is still plain text in the progra
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import re
 import types
 import typing
@@ -21,6 +22,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, is_typeddict
 
 import pulumi
 
+from gpu_cluster.components.serving_config import ServiceAccess
 from gpu_cluster.infra.problems import NOT_SET, Problem
 from gpu_cluster.infra.suggest import suggest
 from gpu_cluster.infra.validation.existing_network import SECURITY_GROUP_ID, SUBNET_ID
@@ -285,6 +287,76 @@ def secret_values(
                 )
             )
     return values, problems, warnings
+
+
+ACCESS_SECRET = {"secure": "input"}  # what the stack file's checks see for a secret given
+
+
+def access_secret_values(
+    settings: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, pulumi.Output], list[Problem], list[str]]:
+    """inference.access's API keys and OIDC client secret, each a Pulumi secret kept aside by
+    its path; the settings with a secret's marker in their place (its value is never checked
+    nor shown), the problems, and a warning per plain string wrapped."""
+    inference = settings.get("inference")
+    access = inference.get("access") if isinstance(inference, Mapping) else None
+    if not isinstance(inference, Mapping) or not isinstance(access, Mapping):
+        return dict(settings), {}, [], []
+    access = dict(access)
+    values: dict[str, pulumi.Output] = {}
+    problems: list[Problem] = []
+    warnings: list[str] = []
+
+    def secret(path: str, value: Any) -> Any:
+        if isinstance(value, pulumi.Output):
+            values[path] = pulumi.Output.secret(value)
+        elif isinstance(value, str) and value:
+            values[path] = pulumi.Output.secret(value)
+            warnings.append(
+                f"{path} is a plain string: it is stored as a Pulumi secret, but it is in plain "
+                "text in your program; read it with pulumi.Config().require_secret(name) (set "
+                "with `pulumi config set --secret`)"
+            )
+        elif isinstance(value, str):
+            problems.append(
+                Problem(
+                    path=path,
+                    received=value,
+                    problem="a secret's value is a non-empty string or a Pulumi secret Output",
+                    allowed="pulumi.Config().require_secret(name), or a string",
+                    fix=f"pass {path.rsplit('.', 1)[-1].split('[')[0]} from "
+                    "pulumi.Config().require_secret(name)",
+                )
+            )
+            return value
+        else:  # a value of another kind: settings_problems names it
+            return value
+        return ACCESS_SECRET
+
+    keys = access.get("api_keys")
+    if isinstance(keys, list | tuple):
+        access["api_keys"] = [
+            secret(f"inference.access.api_keys[{i}]", key) for i, key in enumerate(keys)
+        ]
+    oidc = access.get("oidc")
+    if isinstance(oidc, Mapping) and "client_secret" in oidc:
+        access["oidc"] = {
+            **oidc,
+            "client_secret": secret("inference.access.oidc.client_secret", oidc["client_secret"]),
+        }
+    return {**settings, "inference": {**inference, "access": access}}, values, problems, warnings
+
+
+def with_secrets(access: ServiceAccess, values: Mapping[str, pulumi.Output]) -> ServiceAccess:
+    """The checked access with each secret's stand-in swapped back for the value given."""
+    keys = tuple(
+        values.get(f"inference.access.api_keys[{i}]", key) for i, key in enumerate(access.api_keys)
+    )
+    oidc = access.oidc
+    secret = values.get("inference.access.oidc.client_secret")
+    if oidc is not None and secret is not None:
+        oidc = dataclasses.replace(oidc, client_secret=secret)
+    return dataclasses.replace(access, api_keys=keys, oidc=oidc)
 
 
 # GpuNodeGroupArgs' ids, when given as plain strings: the shapes AWS accepts

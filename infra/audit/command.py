@@ -12,6 +12,7 @@ from gpu_cluster.infra.json_doc import camel
 from gpu_cluster.infra.outcome import FINDINGS, OK, from_exception
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.engine import Plan, run_plan
+from gpu_cluster.policy.control import Control
 from gpu_cluster.policy.pack import Finding, audit
 from gpu_cluster.policy.resources import Res
 
@@ -39,7 +40,40 @@ def audit_stack(stack: str, overrides: Sequence[tuple[str, str]] = ()) -> list[F
     plan = run_plan(stack, stack_config(stack, overrides), preview=False)
     if plan.error is not None:
         raise from_exception(plan.error)
-    return audit(plan_resources(plan))
+    return audit(plan_resources(plan)) + access_findings(plan)
+
+
+LOAD_BALANCER = "aws:lb/loadBalancer:LoadBalancer"
+# Who may call an inference service is the stack's inference.access (the program exports it as
+# serving.access): public: true is allowed, and flagged here and by every plan.
+PUBLIC_SERVICE = Control(
+    "NIST.800-53.r5 AC-3",
+    "inference-access-not-public",
+    "An inference service limits who may call it (inference.access: networks, API keys or "
+    "sign-in), unless it is meant for anyone",
+    "high",
+    "pulumi config set --path inference.access.cidrs[0] <your network CIDR> && pulumi config rm "
+    "--path inference.access.public (or apiKeys, oidc or cognito instead of the CIDRs)",
+    (LOAD_BALANCER,),
+    lambda r, stack: None,
+    audit_only="reads the stack's inference.access, which CrossGuard does not see",
+)
+
+
+def access_findings(plan: Plan) -> list[Finding]:
+    """The service's access as the program resolved it: public: true fails the control."""
+    serving = plan.outputs.get("serving")
+    access = serving.get("access") if isinstance(serving, dict) else None
+    if not isinstance(access, dict):
+        return []
+    finding = Finding(PUBLIC_SERVICE)
+    finding.checked = [r.name for r in plan.resources if r.type == LOAD_BALANCER]
+    if access.get("public"):
+        finding.failures = [
+            (name, "inference.access.public is true: anyone on the internet may call the service")
+            for name in finding.checked
+        ]
+    return [finding]
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:

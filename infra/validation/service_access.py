@@ -227,8 +227,10 @@ def _contradictions(access: InferenceAccessSpec) -> list[Problem]:
                     f"public: true says anyone may call the service, and {', '.join(limits)} "
                     "limit who may",
                     "public: true alone, or the limits without it",
-                    f"pulumi config rm --path {ACCESS}.public (keep the limits; or, for anyone: "
-                    f"pulumi config set --path {ACCESS} '{{\"public\": true}}')",
+                    f"pulumi config rm --path {ACCESS}.public (keep the limits; or, for anyone, "
+                    "remove them: "
+                    + " && ".join(f"pulumi config rm --path {ACCESS}.{name}" for name in limits)
+                    + ")",
                 )
             )
     if access.oidc and access.cognito:
@@ -380,10 +382,20 @@ def public_warning(settings: InferenceSpec | None) -> str | None:
 
 
 def without_secret_values(problems: list[Problem]) -> list[Problem]:
-    """Shape problems under a secret's path say it was received, never what it was."""
-    return [
-        replace(p, received=SECRET_NOT_SHOWN)
-        if p.path.removeprefix(f"{PROJECT}:").startswith(SECRET_PATHS)
-        else p
-        for p in problems
-    ]
+    """Shape problems under a secret's path say a value was received and how to set it as a
+    secret, never what it was (pydantic's fix would repeat the value)."""
+    return [_hidden(p) if _bare(p.path).startswith(SECRET_PATHS) else p for p in problems]
+
+
+def _bare(path: str) -> str:
+    return path.removeprefix(f"{PROJECT}:")
+
+
+def _hidden(p: Problem) -> Problem:
+    path = _bare(p.path)
+    if path == f"{ACCESS}.apiKeys":
+        fix = f"pulumi config rm --path {path} && pulumi config set --secret --path {path}[0] <key>"
+    else:
+        value = "<client secret>" if path.endswith("clientSecret") else "<key>"
+        fix = f"pulumi config set --secret --path {path} {value}"
+    return replace(p, received=SECRET_NOT_SHOWN, fix=fix)
