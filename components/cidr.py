@@ -62,22 +62,65 @@ def max_nodes(
     return max((usable_addresses(subnet) - endpoints) // max(ips_per_node, 1), 0)
 
 
-MAX_SERVICE_ZONES = 4
+# The zone letters a region has (us-east-1 has the most: a-f). A service's further zone is
+# addressed by its letter, not its place in the list: a zone swapped for another then takes
+# CIDRs nobody holds, so the engine creates the new zone's subnets first, moves the load
+# balancer and the group to them in place, and deletes the old zone's at the end of the update
+# (a subnet replaced delete-first under the same name would be deleted while they still hold
+# interfaces in it: DependencyViolation; see infra/diff/collisions.py).
+ZONE_LETTERS = "abcdef"
+# Letters whose slot is the one the list's second, third and fourth places had before zones
+# were addressed by letter (b at place 1, ...): a stack that listed them there keeps its CIDRs.
+PLACE_LETTERS = "bcd"
+
+
+def zone_letter(zone: str) -> str:
+    """``us-east-1c`` -> ``c``."""
+    return zone[-1:]
+
+
+def zone_slots(
+    layout: SubnetLayout,
+) -> dict[str, tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]]:
+    """(private, public) subnets per zone letter for a service's further zones, all inside the
+    half of the VPC the first zone's layout leaves free. That half's first eighth-of-the-VPC
+    block E0 holds the public subnets (the first zone's at its start), the next three blocks one
+    private subnet each for b, c and d, with b, c and d's public subnets the 2nd-4th of E0. The
+    letters a, e and f take the 5th-7th public subnets of E0's first half and a quarter of its
+    second half each, where it has room (a /20 or larger VPC). A letter without room has no
+    slot: validation (infra/validation/service_zones.py) says so."""
+    second_half = list(layout.vpc.subnets(prefixlen_diff=1))[1]
+    blocks = list(second_half.subnets(prefixlen_diff=2))
+    size = layout.public.prefixlen
+    if size < blocks[0].prefixlen:
+        return {}
+    publics = list(blocks[0].subnets(new_prefix=size))
+    slots = {
+        letter: (blocks[place], publics[place])
+        for place, letter in enumerate(PLACE_LETTERS, start=1)
+        if place < len(publics)
+    }
+    first_half, second = blocks[0].subnets(prefixlen_diff=1)
+    others = [letter for letter in ZONE_LETTERS if letter not in PLACE_LETTERS]
+    room = len(PLACE_LETTERS) + 1 + len(others)
+    if size >= first_half.prefixlen and first_half.num_addresses >= room * publics[0].num_addresses:
+        quarters = list(second.subnets(prefixlen_diff=2)) if second.prefixlen <= 26 else []
+        for index, letter in enumerate(others):
+            if index < len(quarters):
+                slots[letter] = (quarters[index], publics[len(PLACE_LETTERS) + 1 + index])
+    return dict(sorted(slots.items()))
 
 
 def service_zone_subnets(
-    layout: SubnetLayout, extra_zones: int
+    layout: SubnetLayout, zones: tuple[str, ...] | list[str]
 ) -> list[tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]]:
-    """(private, public) subnets for a service's further zones, from the second half of the VPC
-    that the first zone's layout leaves free: the first eighth of the VPC past its middle holds
-    every zone's /28 public subnet (the first zone's is already there), the next three eighths
-    one private subnet each. Training clusters (no further zones) are unchanged."""
-    if extra_zones > MAX_SERVICE_ZONES - 1:
-        raise ValueError(f"at most {MAX_SERVICE_ZONES} zones")
-    second_half = list(layout.vpc.subnets(prefixlen_diff=1))[1]
-    blocks = list(second_half.subnets(prefixlen_diff=2))
-    publics = list(blocks[0].subnets(new_prefix=layout.public.prefixlen))
-    return [(blocks[k], publics[k]) for k in range(1, extra_zones + 1)]
+    """(private, public) subnets for each of a service's further zones (``zones``: the zones
+    after the first), by zone letter (zone_slots). Training clusters have none."""
+    slots = zone_slots(layout)
+    missing = [z for z in zones if zone_letter(z) not in slots]
+    if missing:
+        raise ValueError(f"no CIDR slot for zone {missing[0]} in a /{layout.vpc.prefixlen} VPC")
+    return [slots[zone_letter(z)] for z in zones]
 
 
 # An Application Load Balancer needs a /27 or larger subnet in each zone (ELB docs).

@@ -33,6 +33,18 @@ def subnet_options(child: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True))
 
 
+# A service's further zone is removed (a zone swapped for another) at the end of the update,
+# after the load balancer and the group have moved to the new zone's subnets in place. The
+# provider's subnet delete retries DependencyViolation until its delete timeout (20 minutes by
+# default: hashicorp/terraform-provider-aws internal/service/ec2/vpc_subnet.go), while the
+# group's rebalancing launches each removed-zone node's replacement first (EC2 Auto Scaling User
+# Guide, "Rebalancing activities"; instance_maintenance_policy min 100%) - through the launch
+# hook, up to inference.warmupSeconds (at most 3600 s) - then terminates it (deregistration
+# delay 60 s), and ELB takes its node out of the subnet. 90 minutes covers the longest warmup;
+# infra/diff/collisions.py checks a removed zone's subnets against it.
+ZONE_SUBNET_TIMEOUTS = pulumi.CustomTimeouts(delete="90m")
+
+
 # An interface endpoint with private DNS cannot be created while another one for the same
 # service exists in the VPC (the private DNS name is taken), so it is replaced delete-first,
 # and it replaces with its subnet (an update in place would leave its interface in the old one).
@@ -237,7 +249,10 @@ class ClusterNetwork(pulumi.ComponentResource):
                     availability_zone=zone,
                     map_public_ip_on_launch=False,
                     tags={**tags, "Name": child_name(name, f"{role}-{suffix}")},
-                    opts=subnet_options(child),
+                    opts=pulumi.ResourceOptions.merge(
+                        subnet_options(child),
+                        pulumi.ResourceOptions(custom_timeouts=ZONE_SUBNET_TIMEOUTS),
+                    ),
                 )
                 association = aws.ec2.RouteTableAssociation(
                     child_name(name, f"{role}-{suffix}-rta"),

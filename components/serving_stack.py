@@ -98,13 +98,14 @@ class ServingStack(pulumi.ComponentResource):
             ),
             child,
         )
-        # a created network's further zones; an existing one has the user's subnets, one per zone
+        # a created network's further zones, addressed by zone letter (cidr.zone_slots); an
+        # existing one has the user's subnets, one per zone
         extra_zones = (
             tuple(
                 (zone, private, public)
                 for zone, (private, public) in zip(
                     serving.zones[1:],
-                    service_zone_subnets(args.layout, len(serving.zones) - 1),
+                    service_zone_subnets(args.layout, serving.zones[1:]),
                     strict=True,
                 )
             )
@@ -182,9 +183,9 @@ class ServingStack(pulumi.ComponentResource):
                 facts=args.facts,
                 load_balancer_name=load_balancer_name(ids, ""),
                 target_group_name=target_group_name(ids, "", serving.port),
-                region=args.region,
                 web_acl_name=web_acl_name(ids),
                 waf_log_group=waf_log_group(ids),
+                region=args.region,
                 account_id=identity.account_id,
                 partition=partition,
                 vpc_id=self.network.vpc_id,

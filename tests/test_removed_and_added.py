@@ -15,7 +15,7 @@ from conftest import plan_config, plan_stack
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.diff.collisions import collisions
 from gpu_cluster.infra.diff.model import diff_plans
-from gpu_cluster.infra.outcome import FINDINGS, OK
+from gpu_cluster.infra.outcome import OK
 from gpu_cluster.infra.plan.engine import Plan
 
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -32,9 +32,19 @@ def serving_zones(*zones: str) -> tuple[Plan, Plan]:
     return before, after
 
 
-def test_a_serving_zone_swapped_for_another_collides_on_the_cidr_it_takes_over():
-    """[a, b] -> [a, c]: subnets private-b/public-b are removed, private-c/public-c added with
-    the CIDRs b holds (a further zone's subnets take their CIDR by position)."""
+def with_cidr(plan: Plan, name: str, cidr: str) -> Plan:
+    return dataclasses.replace(
+        plan,
+        resources=[
+            dataclasses.replace(r, inputs={**r.inputs, "cidrBlock": cidr}) if r.name == name else r
+            for r in plan.resources
+        ],
+    )
+
+
+def test_a_serving_zone_swapped_for_another_takes_its_letters_cidrs_and_applies():
+    """[a, b] -> [a, c]: subnets private-b/public-b are removed, private-c/public-c added on c's
+    CIDRs (a further zone's subnets are addressed by zone letter, components/cidr.py)."""
     before, after = serving_zones("us-east-1a", "us-east-1c")
     changes = diff_plans(before, after)
     subnets = {c.role: c.kind for c in changes if c.type == SUBNET}
@@ -44,26 +54,31 @@ def test_a_serving_zone_swapped_for_another_collides_on_the_cidr_it_takes_over()
         "network-private-c": "add",
         "network-public-c": "add",
     }
-    found = {c.role: c for c in collisions(before, after, changes)}
-    assert set(found) == {"network-private-c", "network-public-c"}
-    private = found["network-private-c"]
+    assert collisions(before, after, changes) == []
+
+
+def test_an_added_subnet_on_a_removed_ones_cidr_collides_with_it():
+    """The pairing itself: were c's subnet on the CIDR b holds, it would be created while b's
+    still exists (deleted only at the end of the update)."""
+    before, after = serving_zones("us-east-1a", "us-east-1c")
     cidr = before.named("inference-network-private-b").inputs["cidrBlock"]
-    assert f"CreateSubnet {cidr} overlaps {cidr} (InvalidSubnet.Conflict)" in private.why
-    assert "network-private-b, which this update removes" in private.why
-    assert "deletes it only at the end of the update" in private.why
+    after = with_cidr(after, "inference-network-private-c", cidr)
+    changes = diff_plans(before, after)
+    (found,) = collisions(before, after, changes)
+    assert found.role == "network-private-c"
+    assert f"CreateSubnet {cidr} overlaps {cidr} (InvalidSubnet.Conflict)" in found.why
+    assert "network-private-b, which this update removes" in found.why
+    assert "deletes it only at the end of the update" in found.why
 
 
-def test_the_cli_says_the_zone_swap_cannot_be_applied_as_is(capsys):
+def test_the_cli_says_the_zone_swap_applies(capsys):
     inference = json.loads(plan_stack("inference").config["gpu-cluster:inference"])
     inference["availabilityZones"] = ["us-east-1a", "us-east-1c"]
     argv = ["diff", "--stack", "inference", "--set", f"inference={json.dumps(inference)}"]
-    assert cli.main([*argv, "--json"]) == FINDINGS
+    assert cli.main([*argv, "--json"]) == OK
     document = json.loads(capsys.readouterr().out)
-    assert document["applies"] is False
-    assert {c["role"] for c in document["cannotApply"]} == {
-        "network-private-c",
-        "network-public-c",
-    }
+    assert document["applies"] is True
+    assert document["cannotApply"] == []
 
 
 def test_a_zone_added_at_the_end_takes_free_cidrs_and_applies(capsys):

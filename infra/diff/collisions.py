@@ -37,9 +37,10 @@ AWS behaviour relied on (EC2 API reference unless noted):
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 
+from gpu_cluster.infra.diff.collision import Collision
 from gpu_cluster.infra.diff.model import Change, cluster_name, replaces_with, role
+from gpu_cluster.infra.diff.service_moves import removed_zone_subnets, service_moves
 from gpu_cluster.infra.plan.engine import UNKNOWN_TEXT, Plan, PlannedResource
 
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -96,14 +97,6 @@ BUCKET_SINGLETONS = (
 )
 
 
-@dataclass(frozen=True)
-class Collision:
-    type: str
-    role: str
-    why: str
-    fix: str
-
-
 def collisions(before: Plan, after: Plan, changes: list[Change]) -> list[Collision]:
     """Every step of the change AWS would refuse, in the order the engine would reach it."""
     view = _View(before, after, changes)
@@ -120,7 +113,8 @@ def collisions(before: Plan, after: Plan, changes: list[Change]) -> list[Collisi
             found += view.create_first(change, old, new)
     found += view.removed_and_added(changes)
     found += view.reservation_capacity(changes)
-    return found
+    found += removed_zone_subnets(before, after, changes)
+    return service_moves(before, after, changes, found)
 
 
 def identity(resource: PlannedResource) -> tuple | None:
@@ -299,9 +293,9 @@ class _View:
     def _pair_fix(self, change: Change, gone: Change) -> str:
         if change.type == SUBNET:
             return (
-                "a subnet the update removes still holds its CIDR: keep the zones that stay in "
-                "their places and add a new zone at the end of the list (a further zone's "
-                "subnets take their CIDR by position), or `pulumi destroy` the stack first"
+                "a subnet the update removes still holds its CIDR: keep that subnet's CIDR for "
+                "it (a serving zone's subnets take their zone letter's, components/cidr.py), or "
+                "`pulumi destroy` the stack first"
             )
         return (
             f"report it: {change.role} takes what {gone.role} holds; gpu-cluster must keep the "
