@@ -11,6 +11,7 @@ from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
 from gpu_cluster.infra.suggest import closest
 from gpu_cluster.infra.validation.common import key
+from gpu_cluster.infra.validation.service_zones import check_service_zones
 from gpu_cluster.infra.validation.service_access import access_problems, service_access
 from gpu_cluster.policy.service import RECOMMENDED_TLS_POLICIES
 
@@ -128,6 +129,7 @@ def check_inference(
     found += _certificate_problems(tls)
     found += _certificate_region_problems(tls, spec.region)
     found += _scaling_problems(settings)
+    found += check_service_zones(spec.network, zones, offered)
     found += access_problems(settings)
     if spec.fsx is not None:
         found.append(
