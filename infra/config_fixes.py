@@ -22,7 +22,7 @@ from gpu_cluster.infra.examples import (
     optional,
     whole_number_example,
 )
-from gpu_cluster.infra.meant import list_items
+from gpu_cluster.infra.meant import list_items, nearest_number
 from gpu_cluster.infra.spec import PROJECT
 from gpu_cluster.infra.suggest import closest, suggest
 
@@ -179,7 +179,7 @@ def example_text(error: ErrorDetails) -> str:
         meant = SAME_MEANING.get(given.lower())
         if meant in choices:
             return meant
-        return closest(given, choices) or choices[0]
+        return nearest_number(given, choices) or closest(given, choices) or choices[0]
     if kind in ("greater_than_equal", "less_than_equal"):
         return str(ctx.get("ge", ctx.get("le")))
     if kind == "greater_than" or kind.startswith("float"):

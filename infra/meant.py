@@ -1,7 +1,7 @@
 """What a user evidently meant by a value the config refuses, for the fix to propose: 8am is
 08:00, Berlin is Europe/Berlin, münchen.example.com is its IDNA form, "[a, b]" is a list of
-two, a100 is A100. Each returns None where the meaning is not evident: a fix then names no
-made-up value (a lookalike of another kind, another GPU, an example domain)."""
+two, a100 is A100, 5m is 300 seconds. Each returns None where the meaning is not evident: a fix
+then names no made-up value (a lookalike of another kind, another GPU, an example domain)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,33 @@ def clock(text: str) -> str | None:
     if hour > 23 or minute > 59:
         return None
     return f"{hour:02d}:{minute:02d}"
+
+
+DURATION = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*(s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?)?\s*$",
+    re.IGNORECASE,
+)
+SECONDS_PER = {"s": 1, "m": 60, "h": 3600}
+
+
+def seconds(text: str) -> float | None:
+    """A duration in seconds: 300, 300s, 5m, 5 min, 2 minutes, 1h (None: not a duration)."""
+    match = DURATION.match(text)
+    if match is None:
+        return None
+    unit = (match[2] or "s")[0].lower()
+    return float(match[1]) * SECONDS_PER[unit]
+
+
+def nearest_number(text: str, choices: Iterable[str]) -> str | None:
+    """Of whole-number ``choices``, the one nearest what ``text`` says (a duration counts in
+    seconds: 5m is 300, so 300 of 60/120/300/600; 30 is 60, the nearest, not 300 that reads
+    like it). None when a choice is not a number or the text says none."""
+    options = list(choices)
+    wanted = seconds(text)
+    if wanted is None or not options or not all(c.isdigit() for c in options):
+        return None
+    return min(options, key=lambda c: (abs(int(c) - wanted), int(c)))
 
 
 @cache

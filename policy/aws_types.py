@@ -46,4 +46,6 @@ LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 TRAIL = "aws:cloudtrail/trail:Trail"
 SSM_PARAMETER = "aws:ssm/parameter:Parameter"
 LISTENER = ("aws:lb/listener:Listener", "aws:alb/listener:Listener")
+LOAD_BALANCER = ("aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer")
+WEB_ACL_ASSOCIATION = "aws:wafv2/webAclAssociation:WebAclAssociation"
 FSX_LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"

@@ -54,6 +54,26 @@ def listener_policy(r: Res, stack: Stack) -> list[str] | None:
 
 
 @control(
+    "ELB.16",
+    "elb-16-alb-has-web-acl",
+    "Application Load Balancers should be associated with an AWS WAF web ACL (Checkov "
+    "CKV2_AWS_28: public ALBs are protected by WAF)",
+    "medium",
+    "associate a web ACL with the load balancer (aws.wafv2.WebAclAssociation, resourceArn its "
+    "arn); for an inference stack: pulumi config set --path inference.waf.enabled true",
+    t.LOAD_BALANCER,
+    uses_stack=True,
+)
+def alb_web_acl(r: Res, stack: Stack) -> list[str] | None:
+    if r.props.get("loadBalancerType", "application") != "application":
+        return None
+    if stack.referring(r, t.WEB_ACL_ASSOCIATION, "resourceArn"):
+        return []
+    where = "an internal" if r.props.get("internal") is True else "an internet-facing"
+    return [f"{where} Application Load Balancer with no AWS WAF web ACL"]
+
+
+@control(
     "NIST.800-53.r5 SC-28",
     "secrets-are-secure-strings",
     "Secrets in SSM Parameter Store are SecureString parameters encrypted with the stack's key",
@@ -85,4 +105,4 @@ def stateful_retained(r: Res, stack: Stack) -> list[str]:
     return ["neither retained on delete nor protected: `pulumi destroy` deletes it"]
 
 
-CONTROLS = (http_redirect, listener_policy, secure_parameters, stateful_retained)
+CONTROLS = (http_redirect, listener_policy, alb_web_acl, secure_parameters, stateful_retained)

@@ -303,6 +303,13 @@ CASES: dict[str, tuple[list[Res], list[Res]]] = {
         [res(t.LISTENER[0], protocol="HTTPS", sslPolicy="ELBSecurityPolicy-2016-08")],
         [res(t.LISTENER[0], protocol="HTTPS", sslPolicy="ELBSecurityPolicy-TLS13-1-2-Res-2021-06")],
     ),
+    "elb-16-alb-has-web-acl": (
+        [res(t.LOAD_BALANCER[0], loadBalancerType="application", internal=False)],
+        [
+            res(t.LOAD_BALANCER[0], loadBalancerType="application", internal=False),
+            res(t.WEB_ACL_ASSOCIATION, "association", {"resourceArn": ["subject"]}),
+        ],
+    ),
     "secrets-are-secure-strings": (
         [res(t.SSM_PARAMETER, type="String", keyId=KEY)],
         [res(t.SSM_PARAMETER, type="SecureString", keyId=KEY)],

@@ -11,8 +11,9 @@ from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import EndpointTlsSpec, InferenceSpec, StackSpec
 from gpu_cluster.infra.suggest import closest
 from gpu_cluster.infra.validation.common import key
-from gpu_cluster.infra.validation.service_zones import check_service_zones
 from gpu_cluster.infra.validation.service_access import access_problems, service_access
+from gpu_cluster.infra.validation.service_firewall import firewall_problems, service_firewall
+from gpu_cluster.infra.validation.service_zones import check_service_zones
 from gpu_cluster.policy.service import RECOMMENDED_TLS_POLICIES
 
 # ELB.17's recommended policies (the security pack's list): TLS 1.3, minimum TLS 1.2 or 1.3.
@@ -131,6 +132,7 @@ def check_inference(
     found += _scaling_problems(settings)
     found += check_service_zones(spec.network, zones, offered)
     found += access_problems(settings)
+    found += firewall_problems(settings)
     if spec.fsx is not None:
         found.append(
             problem(
@@ -223,6 +225,7 @@ def check_inference(
             warmup_seconds=settings.warmup_seconds,
             deletion_protection=settings.deletion_protection,
             access=service_access(settings.access),
+            firewall=service_firewall(settings),
         ),
         [],
     )
