@@ -211,7 +211,7 @@ def _block(
     expressions: dict[str, Any] = {}
     for key, value in inputs.items():
         name = attribute(tf_type, key)
-        if key in MAPS:
+        if key in MAPS and isinstance(value, dict):  # (an ASG's tags are `tag` blocks)
             values[name] = value
             continue
         planned, expression = _convert(value, tf_type, upstream.get(key, []))

@@ -28,8 +28,6 @@ from gpu_cluster.infra.overrides import apply_overrides
 from gpu_cluster.infra.plan.engine import Plan
 from gpu_cluster.infra.stack_files import load_stack_config
 
-pytestmark = pytest.mark.slow  # whole-stack plans and a Checkov process
-
 ALB = "aws_lb.inference_service_alb"
 NO_WAF = "inference.waf.enabled=false"
 
@@ -129,6 +127,7 @@ def test_every_mapped_token_is_a_pulumi_aws_resource(token: str) -> None:
     assert f"'{token}'" in source.read_text() or f'"{token}"' in source.read_text()
 
 
+@pytest.mark.slow  # plans the stack twice and runs Checkov
 def test_the_web_acl_and_its_association_reference_the_load_balancer(plans) -> None:
     """References come from the engine's property dependencies: the association's resource_arn
     is the load balancer's ARN, unknown until apply, so Checkov reads the reference instead."""
@@ -168,13 +167,31 @@ def test_every_reference_names_a_planned_resource_and_every_unknown_has_one(stac
         assert unknown <= set(configured[address]), (address, unknown)
         holes = {k for k, v in planned[address].items() if isinstance(v, list) and None in v}
         assert holes <= set(configured[address]), (address, holes)
+        assert all(map(TERRAFORM_NAME.fullmatch, names(planned[address]))), address
 
 
+TERRAFORM_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def names(values: Any) -> list[str]:
+    """Every attribute and block name in planned values, at any depth (not a map's keys)."""
+    if isinstance(values, list):
+        return [n for v in values for n in names(v)]
+    if not isinstance(values, dict):
+        return []
+    return [
+        *values,
+        *(n for k, v in values.items() if k not in ("tags", "tags_all") for n in names(v)),
+    ]
+
+
+@pytest.mark.slow  # plans the stack twice and runs Checkov
 def test_the_load_balancer_is_behind_waf_and_not_without_it(results) -> None:
     assert results["inference"]["CKV2_AWS_28"] == {ALB: "PASSED"}
     assert results["no-waf"]["CKV2_AWS_28"] == {ALB: "FAILED"}
 
 
+@pytest.mark.slow  # plans the stack twice and runs Checkov
 def test_only_the_association_connects_the_web_acl_to_the_load_balancer(results) -> None:
     """Checkov's graph edge is the association's reference to the load balancer: without it the
     web ACL (still planned, still logging) protects nothing."""
@@ -182,6 +199,7 @@ def test_only_the_association_connects_the_web_acl_to_the_load_balancer(results)
     assert results["unassociated"]["CKV2_AWS_31"] == results["inference"]["CKV2_AWS_31"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", sorted(MUST_PASS))
 def test_checks_that_apply_pass(check: str, results, plans) -> None:
     judged = results["inference"].get(check, {})
@@ -191,6 +209,7 @@ def test_checks_that_apply_pass(check: str, results, plans) -> None:
     assert set(judged.values()) == {"PASSED"}, judged
 
 
+@pytest.mark.slow  # plans the stack twice and runs Checkov
 def test_every_other_failure_is_a_recorded_finding(results) -> None:
     failed = {
         (check, address)
