@@ -21,6 +21,7 @@ import gpu_cluster.components.cluster
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.diff.collisions import Collision, collisions
 from gpu_cluster.infra.diff.model import Change, diff_plans, running_jobs
+from gpu_cluster.infra.diff.service_moves import MOVE_FIX
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from gpu_cluster.infra.stack_files import load_stack_config
 
@@ -67,6 +68,12 @@ def change(name: str, base: Config | None = None, **values: str) -> list[Variant
     return [(name, before, {**before, **{f"gpu-cluster:{k}": v for k, v in values.items()}})]
 
 
+def serving_zones(*zones: str) -> Config:
+    base = stack("inference")
+    serving = {**json.loads(base["gpu-cluster:inference"]), "availabilityZones": list(zones)}
+    return {**base, "gpu-cluster:inference": json.dumps(serving)}
+
+
 TRAIN_FSX = stack("train", fsx=FSX)
 OWN_VPC = json.dumps({"vpcId": "vpc-0a1b2c3d4e5f60789", "subnetIds": ["subnet-0a1b2c3d4e5f60789"]})
 TAGS = json.dumps({"stage": "train", "team": "ml-platform", "project": "llm"})
@@ -103,6 +110,10 @@ CHANGES: dict[str, Callable[[], list[Variant]]] = {
     "network.vpcId/subnetIds (moving into or out of your own VPC)": lambda: [
         *change("train", network=OWN_VPC),
         *[("train", stack("train", network=OWN_VPC), stack("train"))],
+    ],
+    "inference.availabilityZones (a further zone swapped)": lambda: [
+        ("inference", stack("inference"), serving_zones("us-east-1a", "us-east-1c")),
+        ("inference", stack("inference"), serving_zones("us-east-1a", "us-east-1f")),
     ],
     "dev box instanceType of the same architecture": lambda: change(
         "dev", instanceType="g5.2xlarge"
@@ -217,6 +228,20 @@ def data_kept_in_bucket(o: Outcome) -> bool:
     return not o.of(BUCKET, kinds=("replace", "remove"))
 
 
+def zone_swapped(o: Outcome) -> bool:
+    """A further serving zone swapped: its subnets removed and another zone's added, the group
+    (its subnets: rebalanced, new nodes first) and the load balancer updated in place."""
+    subnets = o.of(SUBNET)
+    group, balancer = o.of(GROUP), o.of("aws:lb/loadBalancer:LoadBalancer")
+    return (
+        {c.kind for c in subnets} == {"add", "remove"}
+        and [c.kind for c in group] == ["update"]
+        and any(p.startswith("vpcZoneIdentifiers") for p in group[0].changed)
+        and [c.kind for c in balancer] == ["update"]
+        and not o.of(*NODES, kinds=("replace", "remove"))
+    )
+
+
 def stops(o: Outcome) -> bool:
     return o.interrupted
 
@@ -243,6 +268,9 @@ RUNNING_NODES: dict[str, Callable[[Outcome], bool]] = {
         and stops(o)
         and [c.kind for c in o.of("aws:ec2/vpc:Vpc")] in (["add"], ["remove"])
     ),
+    r"the group launches nodes in the new zone before it terminates those in the removed "
+    r"one, and the load balancer moves in place; the removed zone's subnets are deleted at the "
+    r"end of the update": lambda o: zone_swapped(o),
     r"the nodes go with the file system they mount": lambda o: (
         nodes_follow_the_file_system(o) and stops(o)
     ),
@@ -250,6 +278,7 @@ RUNNING_NODES: dict[str, Callable[[Outcome], bool]] = {
 NVME: dict[str, Callable[[Outcome], bool]] = {
     r"kept$": lambda o: not scratch_gone(o),
     r"gone on those nodes$": lambda o: "terminates" in o.impacts(GROUP),
+    r"gone on the removed zone's nodes$": lambda o: zone_swapped(o),
     r"gone$": scratch_gone,
 }
 DATA: dict[str, Callable[[Outcome], bool]] = {
@@ -359,18 +388,25 @@ def test_each_sentence_promising_what_an_update_keeps_holds(sentence, variants, 
         )
 
 
-def test_the_serving_zone_swap_the_docs_warn_about_is_reported():
+def test_the_service_move_the_docs_warn_about_is_reported():
     sentence = (
-        "Swapping a serving zone for another (`inference.availabilityZones`) is such a case: the "
-        "new zone's subnets would take the CIDRs the removed zone's still hold; add a zone at the "
-        "end of the list instead."
+        "Moving a service (its first zone, `network.vpcCidr`, or into your own VPC) is such a "
+        "case: the load balancer and the group would still hold interfaces in subnets deleted "
+        "first, and a load balancer cannot change VPC; `gpuc diff` gives the two steps that do it"
     )
     assert sentence in " ".join(DOCS.split())
     base = stack("inference")
-    serving = json.loads(base["gpu-cluster:inference"])
-    swapped = {**serving, "availabilityZones": ["us-east-1a", "us-east-1c"]}
-    added = {**serving, "availabilityZones": ["us-east-1a", "us-east-1b", "us-east-1c"]}
-    for zones, collides in ((swapped, True), (added, False)):
-        variant = ("inference", base, {**base, "gpu-cluster:inference": json.dumps(zones)})
-        result = outcome(variant, pytest.MonkeyPatch(), boot=False)
-        assert any("InvalidSubnet.Conflict" in c.why for c in result.found) is collides
+    own_vpc = json.dumps(
+        {
+            "vpcId": "vpc-0a1b2c3d4e5f60789",
+            "subnetIds": ["subnet-0a1b2c3d4e5f60789", "subnet-0a1b2c3d4e5f60780"],
+            "loadBalancerSubnetIds": ["subnet-0a1b2c3d4e5f60781", "subnet-0a1b2c3d4e5f60782"],
+        }
+    )
+    for after in (
+        serving_zones("us-east-1c", "us-east-1b"),
+        {**base, "gpu-cluster:network": json.dumps({"vpcCidr": "10.50.0.0/16"})},
+        {**base, "gpu-cluster:network": own_vpc},
+    ):
+        result = outcome(("inference", base, after), pytest.MonkeyPatch(), boot=False)
+        assert result.found and all(c.fix == MOVE_FIX for c in result.found), result.found
