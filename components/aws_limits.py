@@ -487,4 +487,51 @@ def violations(resource_type: str, inputs: dict) -> list[Violation]:
         Violation(f.input_name, f.size, f.maximum, f.unit, f.source, f.why)
         for f in waf_limits.findings(resource_type, inputs)
     ]
-    return found + tag_violations(inputs.get("tags"))
+    return (
+        found
+        + tag_violations(inputs.get("tags"))
+        + healthy_percentage_violations(resource_type, inputs)
+    )
+
+
+# Auto Scaling API Reference, InstanceMaintenancePolicy and RefreshPreferences:
+# MinHealthyPercentage 0-100, MaxHealthyPercentage 100-200, both given, and "the difference
+# between them cannot be greater than 100" (CreateAutoScalingGroup, UpdateAutoScalingGroup and
+# StartInstanceRefresh refuse the pair otherwise). Two inputs together, so not a row of LIMITS:
+# violations() checks the group's maintenance policy and its instance refresh's preferences.
+HEALTHY_PERCENT_SOURCE = (
+    "Auto Scaling API Reference, InstanceMaintenancePolicy/RefreshPreferences: minimum 0-100, "
+    "maximum 100-200, at most 100 apart"
+)
+
+
+def healthy_percentage_violations(resource_type: str, inputs: dict) -> list[Violation]:
+    """A group's minimum and maximum healthy percentages AWS would refuse."""
+    if resource_type != "aws:autoscaling/group:Group":
+        return []
+    refresh = inputs.get("instanceRefresh")
+    pairs = {
+        "instanceMaintenancePolicy": inputs.get("instanceMaintenancePolicy"),
+        "instanceRefresh.preferences": (
+            refresh.get("preferences") if isinstance(refresh, dict) else None
+        ),
+    }
+    found = []
+    for path, pair in pairs.items():
+        if not isinstance(pair, dict):
+            continue
+        low, high = pair.get("minHealthyPercentage"), pair.get("maxHealthyPercentage")
+        if not isinstance(low, int | float) or not isinstance(high, int | float):
+            continue
+        why = ""
+        if not 0 <= low <= 100:
+            why = f"minHealthyPercentage {low:g} is outside 0-100"
+        elif not 100 <= high <= 200:
+            why = f"maxHealthyPercentage {high:g} is outside 100-200"
+        elif high - low > 100:
+            why = f"maxHealthyPercentage {high:g} is more than 100 above the minimum {low:g}"
+        if why:
+            found.append(
+                Violation(path, int(high - low), 100, "points", HEALTHY_PERCENT_SOURCE, why)
+            )
+    return found

@@ -1,6 +1,25 @@
 """The serving node group: launch template, Auto Scaling group with the launch hook that holds
 a node out of service until its model answers, and the target-tracking policy. Created as
-children of the InferenceService (same names and parents as before the split)."""
+children of the InferenceService (same names and parents as before the split).
+
+Updates that drop no request (terraform-provider-aws internal/service/autoscaling/group.go,
+resourceGroupCreate/Update and statusGroupCapacity):
+- A replaced group (it is autonamed, so the engine creates the new one first and deletes the old
+  one at the end: step_generator.go) is created with ``min_elb_capacity`` = the minimum: the
+  create waits, up to ``wait_for_capacity_timeout``, until that many nodes are InService, healthy
+  and healthy in the target group, so the old group is drained only once the new one serves.
+  Not ``wait_for_elb_capacity``: on an update that changes min_size the provider wants EXACTLY
+  that many healthy targets, which a group that target tracking has scaled out never has - the
+  update would wait out the timeout and fail. ``ignore_failed_scaling_activities``: a failed
+  launch (a spot or zone shortfall, a node abandoned by its launch hook) is retried by the
+  group instead of failing the step at once.
+- A new AMI or boot (a new launch-template version) updates the group in place and starts an
+  instance refresh (the provider starts it and does not wait for it): Rolling, with the stack's
+  minimum healthy percentage, the highest maximum AWS allows beside it, the warm-up, matching
+  nodes skipped, and rolled back when it fails.
+- Scale-in never picks a node that is loading its model: new nodes are protected from scale-in
+  and lift it themselves once in service (the warm-up after that blocks dynamic scale-in by
+  itself: EC2 Auto Scaling User Guide, "Set the default instance warmup")."""
 
 from __future__ import annotations
 
@@ -24,6 +43,63 @@ from gpu_cluster.components.purchase import Spot, TemplateVersion, mixed_instanc
 from gpu_cluster.components.serving_config import ServingConfig
 
 LIFECYCLE_HOOK = "model-loaded"
+QUEUE_NAMESPACE = "gpu-cluster/ModelServer"  # the CloudWatch agent's EMF (boot/*-gpu-metrics.sh)
+QUEUE_METRIC = "nv_inference_queue_duration_us"  # Triton: microseconds queued, a counter
+SUCCESS_METRIC = "nv_inference_request_success"  # Triton: requests answered, a counter
+
+# What a new node takes before its model loads (the warm-up, warmupSeconds, runs after). Not
+# measured on AWS; the sources: the Deep Learning AMI boots in 2-3 min and the boot steps
+# before the model server (NVMe scratch, Docker) take about 2 more (docs/guides/
+# spot-interruptions.md, "Boot and health check"); Triton's and vLLM's images are 8-10 GB
+# compressed (nvcr.io and Docker Hub listings), 2-5 min through the NAT gateway at 50-100 MB/s
+# plus their extraction; the model copy from S3 runs at several hundred MB/s per node.
+BOOT_SECONDS = 5 * 60
+IMAGE_PULL_SECONDS = 10 * 60
+# Once the new group serves, the old one is drained and deleted: the target group's
+# deregistration delay (components/inference.py, 60 s) and EC2's shutdown of each node.
+DRAIN_SECONDS = 10 * 60
+
+
+def cold_start_seconds(warmup_seconds: int) -> int:
+    """The longest a new node may take from launch to serving: boot, image pull, warm-up."""
+    return BOOT_SECONDS + IMAGE_PULL_SECONDS + warmup_seconds
+
+
+def capacity_timeout(warmup_seconds: int) -> str:
+    """wait_for_capacity_timeout: a Go duration (time.ParseDuration) covering a cold start;
+    the group launches its minimum at once, so a large minimum waits no longer than one node."""
+    return f"{-(-cold_start_seconds(warmup_seconds) // 60)}m"
+
+
+def group_timeouts(warmup_seconds: int) -> pulumi.CustomTimeouts:
+    """The provider declares update and delete timeouts (10 min each: target-group attachment
+    waits, the old group's drain) and none for create, whose wait is wait_for_capacity_timeout
+    (pulumi/pulumi#12987); each is set to outlast a cold start and the drain."""
+    minutes = f"{-(-(cold_start_seconds(warmup_seconds) + DRAIN_SECONDS) // 60)}m"
+    return pulumi.CustomTimeouts(create=minutes, update=minutes, delete=minutes)
+
+
+def max_healthy_percent(min_healthy: int) -> int:
+    """The most a refresh may launch beside the nodes it keeps: AWS takes 100-200, at most 100
+    above the minimum (components/aws_limits.py), so a minimum of 100 launches each
+    replacement before it terminates an old node."""
+    return min(200, min_healthy + 100)
+
+
+def instance_refresh(serving: ServingConfig) -> aws.autoscaling.GroupInstanceRefreshArgsDict:
+    return {
+        "strategy": "Rolling",
+        "preferences": {
+            "min_healthy_percentage": serving.min_healthy_percent,
+            "max_healthy_percentage": max_healthy_percent(serving.min_healthy_percent),
+            "instance_warmup": str(serving.warmup_seconds),
+            "skip_matching": True,
+            "auto_rollback": True,
+            # a node still protected is one loading its model, or one whose boot could not
+            # lift its protection: replaced all the same
+            "scale_in_protected_instances": "Refresh",
+        },
+    }
 
 
 @dataclass
@@ -36,9 +112,10 @@ class ServingGroupArgs:
 
 
 def complete_launch_policy(group_arn: str) -> dict[str, Any]:
-    """A node may keep its launch hook open and put itself in service once its model server
-    is ready - in this stack's group only (found by the group's name prefix: the group is
-    autonamed, so a replacement can be created before the old one is deleted)."""
+    """A node may keep its launch hook open, put itself in service once its model server is
+    ready and lift its scale-in protection then - in this stack's group only (found by the
+    group's name prefix: the group is autonamed, so a replacement can be created before the
+    old one is deleted)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -48,6 +125,7 @@ def complete_launch_policy(group_arn: str) -> dict[str, Any]:
                 "Action": [
                     "autoscaling:CompleteLifecycleAction",
                     "autoscaling:RecordLifecycleActionHeartbeat",
+                    "autoscaling:SetInstanceProtection",  # lifts its own, once in service
                 ],
                 "Resource": group_arn,
             },
@@ -79,6 +157,11 @@ def scaling_configuration(
             },
             "target_value": serving.scaling_target,
         }
+    if serving.scaling_metric == "queueTime":
+        return {
+            "customized_metric_specification": queue_time_metric(group_name),
+            "target_value": serving.scaling_target,
+        }
     return {
         "customized_metric_specification": {
             "metric_name": GPU_METRIC,
@@ -87,6 +170,46 @@ def scaling_configuration(
             "metric_dimensions": [{"name": "AutoScalingGroupName", "value": group_name}],
         },
         "target_value": serving.scaling_target,
+    }
+
+
+def queue_time_metric(
+    group_name: pulumi.Input[str],
+) -> aws.autoscaling.PolicyTargetTrackingConfigurationCustomizedMetricSpecificationArgsDict:
+    """The group's mean queue time per request, in milliseconds: Triton's two counters (the
+    CloudWatch agent sends a counter as its delta since the last scrape: CloudWatch User Guide,
+    "Prometheus metric type conversion by the CloudWatch agent"), summed over the group's nodes
+    each minute, in target-tracking metric math."""
+
+    def counter(
+        id_: str, metric: str
+    ) -> (
+        aws.autoscaling.PolicyTargetTrackingConfigurationCustomizedMetricSpecificationMetricArgsDict
+    ):
+        return {
+            "id": id_,
+            "metric_stat": {
+                "metric": {
+                    "metric_name": metric,
+                    "namespace": QUEUE_NAMESPACE,
+                    "dimensions": [{"name": "AutoScalingGroupName", "value": group_name}],
+                },
+                "stat": "Sum",
+            },
+            "return_data": False,
+        }
+
+    return {
+        "metrics": [
+            counter("queued", QUEUE_METRIC),
+            counter("answered", SUCCESS_METRIC),
+            {
+                "id": "queue_ms",
+                "expression": "IF(answered > 0, queued / answered / 1000, 0)",
+                "label": "mean queue time per request (ms)",
+                "return_data": True,
+            },
+        ]
     }
 
 
@@ -161,13 +284,22 @@ def serving_group(
             "min_healthy_percentage": 100,
             "max_healthy_percentage": 200,
         },
-        wait_for_capacity_timeout="0",  # nodes join as their models load, after `up`
+        # a new group serves its minimum before the old one drains (see the module's docstring)
+        min_elb_capacity=s.min_nodes,
+        wait_for_capacity_timeout=capacity_timeout(s.warmup_seconds),
+        ignore_failed_scaling_activities=True,
+        # a node loading its model is never the one scale-in picks; its boot lifts this once
+        # it serves (boot/gpu-cluster-model-server.sh)
+        protect_from_scale_in=True,
+        instance_refresh=instance_refresh(s),
         tags=[
             {"key": k, "value": v, "propagate_at_launch": True}
             for k, v in sorted({**a.tags, "Name": child_name(name, "node")}.items())
         ],
         opts=pulumi.ResourceOptions(
-            parent=opts.parent, depends_on=[*a.boot_dependencies, *group.after, launch]
+            parent=opts.parent,
+            depends_on=[*a.boot_dependencies, *group.after, launch],
+            custom_timeouts=group_timeouts(s.warmup_seconds),
         ),
     )
 

@@ -167,6 +167,7 @@ def test_scaling_warmup_and_held_out_of_service_until_ready(plan):
     assert own["Action"] == [
         "autoscaling:CompleteLifecycleAction",
         "autoscaling:RecordLifecycleActionHeartbeat",
+        "autoscaling:SetInstanceProtection",
     ]
     group_name = state(plan, "inference-service-group")["name"]
     prefix = own["Resource"].split("autoScalingGroupName/")[1]
@@ -424,6 +425,7 @@ def test_metrics_agent_config_adds_the_model_server_only_when_serving(tmp_path, 
         user_data = render_user_data(BootConfig("train", "us-east-1", 8, 8, 4, "b"))
     node = BootNode(tmp_path, user_data, imds, G4DN)
     assert node.install_only().returncode == 0
+    node.answer_aws([("describe-auto-scaling-instances", "x-group")])
     done = node.step("gpu-cluster-gpu-metrics")
     assert done.returncode == 0, done.stderr
     agent = node.file("/opt/aws/amazon-cloudwatch-agent/etc")

@@ -56,8 +56,16 @@ cat > "$config" <<'JSON'
 }
 JSON
 # An inference node also sends the model server's Prometheus metrics (Triton's requests,
-# failures, queue and compute time per model) to CloudWatch as embedded metric format logs.
+# failures, queue and compute time per model) to CloudWatch as embedded metric format logs,
+# and its queue and success counters per Auto Scaling group too: the queueTime scaling policy
+# divides one by the other (components/serving_group.py). The agent sends a counter as its
+# delta since the last scrape. The group's name is a label of the scrape: without it the
+# step fails (and is retried), as the node's queue would count for no group.
 if [ -n "${MODEL_METRICS_PORT:-}" ]; then
+  self=$(imds instance-id) || fail "no instance id from IMDS"
+  group=$(aws autoscaling describe-auto-scaling-instances --region "$REGION" --instance-ids "$self" \
+    --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text) || group=""
+  [ -n "$group" ] && [ "$group" != None ] || fail "could not look up this node's group"
   prometheus="$AGENT_DIR/etc/prometheus.yaml"
   cat > "$prometheus" <<YAML
 global:
@@ -66,6 +74,7 @@ scrape_configs:
   - job_name: model-server
     static_configs:
       - targets: ["localhost:$MODEL_METRICS_PORT"]
+        labels: {AutoScalingGroupName: "$group"}
 YAML
   GPUC_CONFIG="$config" GPUC_PROMETHEUS="$prometheus" GPUC_LOG_GROUP="$MODEL_METRICS_LOG_GROUP" \
     python3 - <<'PY'
@@ -95,7 +104,16 @@ config["logs"] = {
                             "^nv_inference_queue_duration_us$",
                             "^nv_inference_compute_infer_duration_us$",
                         ],
-                    }
+                    },
+                    {
+                        "source_labels": ["job"],
+                        "label_matcher": "^model-server$",
+                        "dimensions": [["AutoScalingGroupName"]],
+                        "metric_selectors": [
+                            "^nv_inference_request_success$",
+                            "^nv_inference_queue_duration_us$",
+                        ],
+                    },
                 ],
             },
         }

@@ -8,6 +8,12 @@
 # The hook's heartbeat timeout is the warm-up budget: from the start, a heartbeat a minute
 # keeps it open through the copy, the image pull and the server's start; any failure
 # abandons the launch at once instead of waiting for the timeout.
+# The group launches nodes protected from scale-in (a node that is still loading its model is
+# never the one a scale-in or the schedule's stop picks); once the node is in service it lifts
+# its own protection, and the group's default instance warm-up keeps dynamic scaling from
+# scaling in until the warm-up has passed (EC2 Auto Scaling User Guide, "Set the default
+# instance warmup"). Protection that cannot be lifted fails the step: the node serves, but
+# would never be scaled in.
 set -uo pipefail
 export STEP=model-server
 # shellcheck source=/dev/null
@@ -126,5 +132,17 @@ result=ABANDON
 log "readiness ${ready:-never answered}: $result"
 hook complete-lifecycle-action --lifecycle-action-result "$result" \
   || log "could not complete the launch lifecycle action ($result)"
-if [ -n "$ready" ]; then step_result ok; else step_result "failed: not ready in ${WARMUP_SECONDS}s"; fi
-[ -n "$ready" ]
+[ -n "$ready" ] || { step_result "failed: not ready in ${WARMUP_SECONDS}s"; exit 1; }
+unprotected=""
+for attempt in 1 2 3 4 5; do
+  [ -n "$group" ] || { unprotected=yes; break; }
+  if aws autoscaling set-instance-protection --region "$REGION" --auto-scaling-group-name "$group" \
+    --instance-ids "$instance" --no-protected-from-scale-in >/dev/null; then
+    unprotected=yes
+    break
+  fi
+  log "could not lift this node's scale-in protection (try $attempt of 5)"
+  [ "$attempt" -lt 5 ] && pause "$attempt"
+done
+[ -n "$unprotected" ] || { step_result "failed: scale-in protection not lifted"; exit 1; }
+step_result ok

@@ -195,7 +195,9 @@ class _View:
                     fix_dbr,
                 )
             )
-        if change.type == GROUP:
+        # a service's group waits until its minimum serves before the old one drains
+        # (components/serving_group.py, minElbCapacity): the overlap is the point, not a refusal
+        if change.type == GROUP and not new.inputs.get("minElbCapacity"):
             found.append(
                 Collision(
                     change.type,

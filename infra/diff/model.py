@@ -187,7 +187,7 @@ def diff_plans(before: Plan, after: Plan) -> list[Change]:
     _propagate(changes, new, after.states)
     for key, change in changes.items():
         change.delete_before_replace = key in new and new[key].delete_before_replace
-        change.impact = node_impact(change)
+        change.impact = node_impact(change, new.get(key))
     return list(changes.values())
 
 
@@ -273,8 +273,11 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def node_impact(change: Change) -> list[str]:
-    """What a change does to running nodes and their NVMe scratch, before it happens."""
+def node_impact(change: Change, resource: PlannedResource | None = None) -> list[str]:
+    """What a change does to running nodes and their NVMe scratch, before it happens
+    (``resource``: the change's new registration, when it has one)."""
+    if change.type == GROUP and resource is not None and resource.inputs.get("minElbCapacity"):
+        return serving_impact(change, resource.inputs)
     if change.type == GROUP:
         if change.kind == "replace" and change.delete_before_replace:
             return [
@@ -335,6 +338,27 @@ def node_impact(change: Change) -> list[str]:
         "remove",
     ):
         return ["the reservation is cancelled: its capacity is released to others"]
+    return []
+
+
+def serving_impact(change: Change, inputs: dict[str, Any]) -> list[str]:
+    """A service's group (components/serving_group.py): a replacement serves before the old
+    group drains; a new template version is rolled by an instance refresh."""
+    if change.kind == "replace":
+        return [
+            f"a new group launches and serves its minimum ({inputs['minElbCapacity']} healthy "
+            "targets) before the old one is drained and deleted: no request is dropped; "
+            "capacity and quota for both groups' nodes meanwhile"
+        ]
+    if change.kind == "update" and (
+        any("new version" in r for r in change.reasons)
+        or {top_level(p) for p in change.changed} & {"launchTemplate", "mixedInstancesPolicy"}
+    ):
+        preferences = (inputs.get("instanceRefresh") or {}).get("preferences") or {}
+        return [
+            "a new launch-template version: an instance refresh replaces the running nodes, "
+            f"keeping {preferences.get('minHealthyPercentage', 90)}% of them in service"
+        ]
     return []
 
 

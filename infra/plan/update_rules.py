@@ -67,7 +67,19 @@ def _private_dns_endpoint_create_first(r: Registration) -> bool:
 
 
 def _waits_for_capacity(r: Registration) -> bool:
-    return r.inputs.get("waitForCapacityTimeout") != "0"
+    """A group may wait only as the serving group does (components/serving_group.py): for its
+    minimum of healthy targets on create (min_elb_capacity, so a create-first replacement
+    serves before the old group drains), with failed launches retried, not fatal."""
+    if r.inputs.get("waitForCapacityTimeout") == "0":
+        return False
+    serving = bool(r.inputs.get("minElbCapacity")) and bool(
+        r.inputs.get("ignoreFailedScalingActivities")
+    )
+    return not serving
+
+
+def _waits_for_exact_elb_capacity(r: Registration) -> bool:
+    return bool(r.inputs.get("waitForElbCapacity"))
 
 
 def _replaced_for_its_type(r: Registration) -> bool:
@@ -145,8 +157,17 @@ RULES = (
         _waits_for_capacity,
         "the provider waits for every node (10 minutes by default) and fails `pulumi up` on any "
         "failed launch, and the engine then skips the cost controls that wait on the group; "
-        'set waitForCapacityTimeout "0"',
+        'set waitForCapacityTimeout "0", or wait only for minElbCapacity with '
+        "ignoreFailedScalingActivities (a service's create-first replacement)",
         "terraform-provider-aws autoscaling/group.go: waitGroupCapacitySatisfied",
+    ),
+    UpdateRule(
+        "aws:autoscaling/group:Group",
+        _waits_for_exact_elb_capacity,
+        "on an update that changes minSize the provider waits for exactly waitForElbCapacity "
+        "healthy targets, which a group scaled out by its policy never has: the update waits "
+        "out the timeout and fails; use minElbCapacity (create only)",
+        "terraform-provider-aws autoscaling/group.go: resourceGroupUpdate (want exactly)",
     ),
 )
 

@@ -130,6 +130,7 @@ def check_inference(
     found += _certificate_problems(tls)
     found += _certificate_region_problems(tls, spec.region)
     found += _scaling_problems(settings)
+    found += _rollout_problems(settings)
     found += check_service_zones(spec.network, zones, offered)
     found += access_problems(settings)
     found += firewall_problems(settings)
@@ -224,6 +225,7 @@ def check_inference(
             scaling_target=settings.scaling.target,
             warmup_seconds=settings.warmup_seconds,
             deletion_protection=settings.deletion_protection,
+            min_healthy_percent=settings.rollout.min_healthy_percent,
             access=service_access(settings.access),
             firewall=service_firewall(settings),
         ),
@@ -252,8 +254,13 @@ def _certificate_region_problems(tls, region: str) -> list[Problem]:
     ]
 
 
+QUEUE_MS_MAX = 60_000  # a minute in the queue: past any client's patience
+
+
 def _scaling_problems(settings) -> list[Problem]:
     scaling = settings.scaling
+    if scaling.metric == "queueTime":
+        return _queue_time_problems(settings)
     if scaling.metric != "gpuUtilization" or 1 <= scaling.target <= 100:
         return []
     meant = round(scaling.target * 100) if scaling.target < 1 else 70
@@ -341,3 +348,59 @@ def _certificate_problems(tls) -> list[Problem]:
             )
         )
     return found
+
+
+def _queue_time_problems(settings) -> list[Problem]:
+    """queueTime scales on Triton's queue counters (components/serving_group.py): a target in
+    milliseconds, and a server whose queue time reaches CloudWatch."""
+    scaling, found = settings.scaling, []
+    if settings.server.kind != "triton":
+        found.append(
+            problem(
+                "inference.scaling.metric",
+                scaling.metric,
+                f"a {settings.server.kind} server's queue time is a Prometheus histogram, which "
+                "the CloudWatch agent drops (it sends counters, gauges and summaries): the group "
+                "would scale on no data",
+                "queueTime with server.kind triton; requestCount or gpuUtilization with "
+                f"{settings.server.kind}",
+                "pulumi config set --path inference.scaling.metric gpuUtilization",
+            )
+        )
+    target = scaling.target
+    if not 1 <= target <= QUEUE_MS_MAX:
+        meant = round(target * 1000) if target < 1 else round(target / 1000)
+        meant = min(max(meant, 1), QUEUE_MS_MAX)
+        found.append(
+            problem(
+                "inference.scaling.target",
+                target,
+                "a queue-time target is milliseconds a request waits in the server's queue"
+                + (
+                    f" ({target:g} ms is under a millisecond; {target:g} s is {meant} ms)"
+                    if target < 1
+                    else f" ({target:g} ms is over a minute; {target:g} us is {meant} ms)"
+                ),
+                f"1 to {QUEUE_MS_MAX} (milliseconds), e.g. 50",
+                f"pulumi config set --path inference.scaling.target {meant}",
+            )
+        )
+    return found
+
+
+def _rollout_problems(settings) -> list[Problem]:
+    """An instance refresh keeps minHealthyPercent of the nodes in service (rounded up): 0
+    lets it take every node out at once."""
+    percent = settings.rollout.min_healthy_percent
+    if percent >= 1:
+        return []
+    return [
+        problem(
+            "inference.rollout.minHealthyPercent",
+            percent,
+            "a rollout with 0% healthy may take every node out of service at once: requests "
+            "fail until the new nodes have loaded their model",
+            "1 to 100 (100: each new node serves before an old one goes)",
+            "pulumi config set --path inference.rollout.minHealthyPercent 100",
+        )
+    ]
