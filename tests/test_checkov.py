@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from gpu_cluster.infra.plan.engine import Plan
 from gpu_cluster.infra.stack_files import load_stack_config
 
 ALB = "aws_lb.inference_service_alb"
+
 NO_WAF = "inference.waf.enabled=false"
 
 # Checks the inference plan must pass, and the Terraform types each must have judged (so a
@@ -71,6 +73,12 @@ FINDINGS: dict[tuple[str, str], str] = {
         "nothing consumes events from the access-log bucket"
     ),
 }
+
+
+def checkov_run(test: Callable[..., None]) -> Callable[..., None]:
+    """A test of the module's plans and its Checkov run: slow, and in one xdist group so that a
+    single worker plans and runs Checkov once for all of them."""
+    return pytest.mark.xdist_group("checkov")(pytest.mark.slow(test))
 
 
 def inference(*overrides: str) -> Plan:
@@ -127,7 +135,7 @@ def test_every_mapped_token_is_a_pulumi_aws_resource(token: str) -> None:
     assert f"'{token}'" in source.read_text() or f'"{token}"' in source.read_text()
 
 
-@pytest.mark.slow  # plans the stack twice and runs Checkov
+@checkov_run
 def test_the_web_acl_and_its_association_reference_the_load_balancer(plans) -> None:
     """References come from the engine's property dependencies: the association's resource_arn
     is the load balancer's ARN, unknown until apply, so Checkov reads the reference instead."""
@@ -185,13 +193,13 @@ def names(values: Any) -> list[str]:
     ]
 
 
-@pytest.mark.slow  # plans the stack twice and runs Checkov
+@checkov_run
 def test_the_load_balancer_is_behind_waf_and_not_without_it(results) -> None:
     assert results["inference"]["CKV2_AWS_28"] == {ALB: "PASSED"}
     assert results["no-waf"]["CKV2_AWS_28"] == {ALB: "FAILED"}
 
 
-@pytest.mark.slow  # plans the stack twice and runs Checkov
+@checkov_run
 def test_only_the_association_connects_the_web_acl_to_the_load_balancer(results) -> None:
     """Checkov's graph edge is the association's reference to the load balancer: without it the
     web ACL (still planned, still logging) protects nothing."""
@@ -199,7 +207,7 @@ def test_only_the_association_connects_the_web_acl_to_the_load_balancer(results)
     assert results["unassociated"]["CKV2_AWS_31"] == results["inference"]["CKV2_AWS_31"]
 
 
-@pytest.mark.slow
+@checkov_run
 @pytest.mark.parametrize("check", sorted(MUST_PASS))
 def test_checks_that_apply_pass(check: str, results, plans) -> None:
     judged = results["inference"].get(check, {})
@@ -209,7 +217,7 @@ def test_checks_that_apply_pass(check: str, results, plans) -> None:
     assert set(judged.values()) == {"PASSED"}, judged
 
 
-@pytest.mark.slow  # plans the stack twice and runs Checkov
+@checkov_run
 def test_every_other_failure_is_a_recorded_finding(results) -> None:
     failed = {
         (check, address)
