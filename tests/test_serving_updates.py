@@ -420,3 +420,70 @@ def test_a_node_that_never_gets_ready_is_abandoned_still_protected(tmp_path, imd
     (complete,) = [c for c in node.aws_calls() if "complete-lifecycle-action" in c]
     assert complete[complete.index("--lifecycle-action-result") + 1] == "ABANDON"
     assert protection_calls(node) == []  # ABANDON terminates it: protection does not matter
+
+
+# --- what the README and the guide promise ---------------------------------------------------
+
+README = " ".join((ROOT / "README.md").read_text().split())
+GUIDE = " ".join((ROOT / "docs/guides/serve-a-model.md").read_text().split())
+
+
+def test_the_cold_start_figures_the_docs_state_are_the_codes():
+    from gpu_cluster.infra.spec import InferenceSpec
+
+    default = InferenceSpec().warmup_seconds
+    largest = next(
+        m.le for m in InferenceSpec.model_fields["warmup_seconds"].metadata if hasattr(m, "le")
+    )
+    default_min, largest_min = cold_start_seconds(default) // 60, cold_start_seconds(largest) // 60
+    assert f"serves again a cold start of up to {default_min} minutes after the morning start" in (
+        README
+    )
+    assert (
+        f"5 minutes of boot, 10 of image pull and `warmupSeconds` of model load, {default_min} "
+        f"minutes at the default warm-up ({largest_min} at the largest)"
+    ) in GUIDE
+    assert (BOOT_SECONDS, IMAGE_PULL_SECONDS) == (5 * 60, 10 * 60)
+    assert f"up to {default_min} minutes at the default warm-up (boot, image pull" in GUIDE
+    assert minutes(capacity_timeout(default)) == default_min  # the wait `pulumi up` allows
+
+
+@pytest.mark.parametrize(
+    ("sentence", "change", "kind", "words"),
+    [
+        (
+            "a replaced serving group serves its minimum before the old one drains",
+            {"warmupSeconds": 900},
+            "replace",
+            "serves its minimum (2 healthy targets) before the old one is drained",
+        ),
+        (
+            "a new AMI or model rolls node by node",
+            {"modelRepository": "models/v2/"},
+            "update",
+            "an instance refresh replaces the running nodes, keeping 100% of them in service",
+        ),
+    ],
+)
+def test_each_promise_about_serving_updates_holds(sentence, change, kind, words):
+    """The README's sentences, held against the diff engine (infra/diff), as `gpuc diff`."""
+    from gpu_cluster.infra.diff.collisions import collisions
+    from gpu_cluster.infra.diff.model import diff_plans
+
+    assert sentence in README
+    before, after = planned(), planned(**change)
+    assert before.error is None and after.error is None
+    changes = diff_plans(before, after)
+    (group,) = [c for c in changes if c.type == GROUP]
+    assert group.kind == kind and any(words in i for i in group.impact), group.impact
+    assert collisions(before, after, changes) == []  # it applies as planned
+
+
+def test_a_new_ami_rolls_the_serving_nodes_too():
+    ami = json.dumps({"id": "ami-0123456789abcdef0", "architecture": "x86_64"})
+    from gpu_cluster.infra.diff.model import diff_plans
+
+    before, after = planned(), planned({**INFERENCE, "gpu-cluster:ami": ami})
+    assert after.error is None, after.error
+    (group,) = [c for c in diff_plans(before, after) if c.type == GROUP]
+    assert group.kind == "update" and any("instance refresh" in i for i in group.impact)
