@@ -192,7 +192,8 @@ def test_the_longest_warmup_still_fits_the_subnets_delete_timeout(example):
     group = next(r for r in slow.resources if r.type == GROUP)
     assert heartbeat(group) == 3600
     subnet = slow.named("inference-network-private-b")
-    assert seconds(subnet.custom_timeouts["delete"]) >= 3600 + NODE_REPLACEMENT_MARGIN_SECONDS
+    timeout = seconds(subnet.custom_timeouts["delete"])
+    assert timeout is not None and timeout >= 3600 + NODE_REPLACEMENT_MARGIN_SECONDS
 
 
 def test_a_state_without_the_delete_timeout_is_told_to_update_once_first(example):
@@ -340,3 +341,26 @@ def test_a_first_zone_subnet_set_over_a_further_zones_slot_is_refused(example):
     )
     problem = found["gpu-cluster:network.privateSubnetCidr"]
     assert "10.42.160.0/19" in problem.problem and "(availabilityZones[1])" in problem.problem
+
+
+@pytest.mark.parametrize(("max_nodes", "refused"), [(29, False), (30, True)])
+def test_a_further_zone_too_small_for_every_node_twice_is_refused(example, max_nodes, refused):
+    """[b, a] in a /20: zone a's private subnet is a /26, 59 usable addresses."""
+    inference = json.loads(example.config["gpu-cluster:inference"])
+    config = {
+        **example.config,
+        "gpu-cluster:inference": json.dumps(
+            {**inference, "availabilityZones": z("ba"), "maxNodes": max_nodes}
+        ),
+        "gpu-cluster:network": json.dumps({"vpcCidr": "10.42.0.0/20"}),
+    }
+    plan = plan_config(config, "inference")
+    paths = [p.path for p in plan.error.problems] if plan.error else []
+    assert ("gpu-cluster:inference.maxNodes" in paths) is refused
+    if refused:
+        assert plan.error is not None
+        (problem,) = [p for p in plan.error.problems if p.path.endswith("maxNodes")]
+        assert "59 usable addresses" in problem.problem
+        assert problem.fix == "pulumi config set --path inference.maxNodes 29"
+    else:
+        assert plan.error is None, plan.error

@@ -131,7 +131,7 @@ def check_inference(
     found += _certificate_region_problems(tls, spec.region)
     found += _scaling_problems(settings)
     found += _rollout_problems(settings)
-    found += check_service_zones(spec.network, zones, offered)
+    found += check_service_zones(spec.network, zones, offered, settings.max_nodes)
     found += access_problems(settings)
     found += firewall_problems(settings)
     if spec.fsx is not None:

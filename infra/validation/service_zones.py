@@ -12,6 +12,7 @@ from gpu_cluster.components.cidr import (
     SubnetLayout,
     default_layout,
     service_layout,
+    usable_addresses,
     zone_letter,
     zone_slots,
 )
@@ -22,6 +23,11 @@ from gpu_cluster.infra.validation.existing_network import uses_existing_network
 
 # The largest VPC prefix whose free half holds a slot for every zone letter (zone_slots).
 ALL_LETTERS_PREFIX = 20
+# A zone's private subnet holds every node the group may put there: all of them when the other
+# zones have no capacity (EC2 Auto Scaling launches in the zones that succeed), twice over while
+# an instance refresh or rebalancing launches before it terminates (components/serving_group.py:
+# a maximum healthy percentage of up to 200). One address each (one network interface a node).
+NODE_SURGE = 2
 
 
 def service_network_layout(network: NetworkSpec) -> SubnetLayout | None:
@@ -52,10 +58,11 @@ def service_network_layout(network: NetworkSpec) -> SubnetLayout | None:
 
 
 def check_service_zones(
-    network: NetworkSpec, zones: tuple[str, ...], offered: set[str]
+    network: NetworkSpec, zones: tuple[str, ...], offered: set[str], max_nodes: int = 0
 ) -> list[Problem]:
-    """Every further zone's letter has a CIDR slot in this VPC, no zone is listed twice, and
-    no further zone's subnet overlaps the first zone's (a network.*SubnetCidr set by hand).
+    """Every further zone's letter has a CIDR slot in this VPC, no zone is listed twice, no
+    further zone's subnet overlaps the first zone's (a network.*SubnetCidr set by hand), and
+    each further zone's private subnet holds ``max_nodes`` (NODE_SURGE over).
     ``offered``: the region's zones that offer the instance type (for the fix)."""
     found: list[Problem] = []
     seen: dict[str, int] = {}
@@ -77,12 +84,15 @@ def check_service_zones(
     if layout is None or len(zones) < 2:
         return found
     slots = zone_slots(layout)
+    tightest: tuple[str, ipaddress.IPv4Network] | None = None
     for index, zone in enumerate(zones[1:], start=1):
         letter = zone_letter(zone)
         if letter not in slots:
             found.append(_no_slot(layout, zones, index, slots, offered))
             continue
         private, public = slots[letter]
+        if tightest is None or private.num_addresses < tightest[1].num_addresses:
+            tightest = (zone, private)
         for field, first in (
             ("privateSubnetCidr", layout.private),
             ("publicSubnetCidr", layout.public),
@@ -100,7 +110,26 @@ def check_service_zones(
                         fix=f"pulumi config rm --path network.{field}",
                     )
                 )
+    if tightest is not None:
+        found += _capacity(*tightest, max_nodes)
     return found
+
+
+def _capacity(zone: str, private: ipaddress.IPv4Network, max_nodes: int) -> list[Problem]:
+    usable = usable_addresses(private)
+    if usable >= max_nodes * NODE_SURGE:
+        return []
+    return [
+        Problem(
+            path=key("inference.maxNodes"),
+            received=max_nodes,
+            problem=f"zone {zone}'s private subnet {private} has {usable} usable addresses; the "
+            f"group may put every node there, twice over while it replaces them "
+            f"({max_nodes * NODE_SURGE})",
+            allowed=f"at most {usable // NODE_SURGE} nodes, or a larger network.vpcCidr",
+            fix=f"pulumi config set --path inference.maxNodes {usable // NODE_SURGE}",
+        )
+    ]
 
 
 def _attr(field: str) -> str:
