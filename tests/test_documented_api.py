@@ -156,7 +156,8 @@ OUTPUT_PROGRAMS = {
     api.InferenceService: [
         'InferenceServiceArgs(instance_type="g5.xlarge", inference={"availability_zones": '
         '["us-east-1a", "us-east-1b"], "model_repository": "models/", "tls": {"certificate_arn": '
-        '"arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"}})'
+        '"arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"}, '
+        '"access": {"cidrs": ["203.0.113.0/24"]}})'
     ],
     api.DataStore: ["DataStoreArgs()"],
     api.GpuNodeGroup: [

@@ -26,6 +26,7 @@ from gpu_cluster.components.user_data import (
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.audit.command import plan_resources
 from gpu_cluster.infra.outcome import OK
+from gpu_cluster.infra.spec import DEFAULT_VPC_CIDR
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.policy.pack import audit
 
@@ -98,10 +99,17 @@ def test_certificate_is_dns_validated_in_the_zone_and_the_name_points_at_the_alb
 def test_only_the_load_balancer_is_open_and_nodes_accept_only_it(plan):
     alb_group = state(plan, "inference-service-alb-sg")["id"]
     nodes_group = state(plan, "inference-network-nodes-sg")["id"]
-    world = [r.inputs for r in plan.of_type(INGRESS) if r.inputs.get("cidrIpv4") in ("0.0.0.0/0",)]
-    assert sorted((r["fromPort"], r["securityGroupId"]) for r in world) == [
-        (80, alb_group),
-        (443, alb_group),
+    # from outside the VPC: the stack file's inference.access.cidrs, to the load balancer only
+    vpc = ipaddress.IPv4Network(DEFAULT_VPC_CIDR)
+    callers = [
+        r.inputs
+        for r in plan.of_type(INGRESS)
+        if r.inputs.get("cidrIpv4")
+        and not ipaddress.IPv4Network(r.inputs["cidrIpv4"]).subnet_of(vpc)
+    ]
+    assert sorted((r["fromPort"], r["securityGroupId"], r["cidrIpv4"]) for r in callers) == [
+        (80, alb_group, "203.0.113.0/24"),
+        (443, alb_group, "203.0.113.0/24"),
     ]
     to_nodes = [
         r.inputs for r in plan.of_type(INGRESS) if r.inputs["securityGroupId"] == nodes_group

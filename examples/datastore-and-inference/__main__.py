@@ -22,6 +22,9 @@ service = InferenceService(
                 "domain": config.require("domain"),
                 "hosted_zone_id": config.require("hostedZoneId"),
             },
+            # who may call it: your office or VPN range (or API keys from
+            # config.require_secret, OIDC or Cognito sign-in; "public": True for anyone)
+            "access": {"cidrs": [config.require("callerCidr")]},
         },
         # the store's outputs, known at `pulumi up`: passed on as they are
         storage={

@@ -4,7 +4,7 @@ page."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
@@ -22,7 +22,7 @@ from gpu_cluster.infra.reference.markdown import (
     SCHEMA_FILE,
     STACK_FILE,
 )
-from gpu_cluster.infra.spec import PROJECT, StackSpec
+from gpu_cluster.infra.spec import PROJECT, SecretText, StackSpec, ciphertext_stand_in
 
 
 def _bounded(s: Shape, schema: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +84,23 @@ def value_schema(s: Shape) -> dict[str, Any]:
     return model_schema(s.model)
 
 
+SECURE_VALUE = {
+    "type": "object",
+    "description": "a Pulumi secret (pulumi config set --secret --path ...)",
+    "properties": {"secure": {"type": "string"}},
+    "required": ["secure"],
+    "additionalProperties": False,
+}
+
+
+def secret_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A secret field (spec.SecretText, or a list of them): its ciphertext, {secure: ...}, is
+    what the stack file holds."""
+    if schema.get("type") == "array":
+        return {**schema, "items": {"anyOf": [schema["items"], SECURE_VALUE]}}
+    return {"anyOf": [schema, SECURE_VALUE]}
+
+
 def model_schema(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -91,6 +108,10 @@ def model_schema(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
         alias = config_key_name(name, field)
         kind = field_shape(prefix + alias, field)
         schema = value_schema(kind)
+        if SecretText in get_args(field.annotation) or any(
+            getattr(m, "func", None) is ciphertext_stand_in for m in field.metadata
+        ):
+            schema = secret_schema(schema)
         if description := field_description(field, kind.model):
             schema = {"description": description, **schema}
         properties[alias] = schema

@@ -50,7 +50,7 @@ USER_POOL_DOMAIN = re.compile(
 OIDC_URLS = ("issuer", "authorizationEndpoint", "tokenEndpoint", "userInfoEndpoint")
 SECRET_PATHS = (f"{ACCESS}.apiKeys", f"{ACCESS}.oidc.clientSecret")
 OPEN_FIX = (
-    f"pulumi config set --path {ACCESS}.cidrs[0] <your network CIDR> (or, for anyone on the "
+    f"pulumi config set --path {ACCESS}.cidrs[0] <your network CIDR> (or for anyone on the "
     f"internet: pulumi config set --path {ACCESS}.public true)"
 )
 
@@ -227,10 +227,9 @@ def _contradictions(access: InferenceAccessSpec) -> list[Problem]:
                     f"public: true says anyone may call the service, and {', '.join(limits)} "
                     "limit who may",
                     "public: true alone, or the limits without it",
-                    f"pulumi config rm --path {ACCESS}.public (keep the limits; or, for anyone, "
-                    "remove them: "
-                    + " && ".join(f"pulumi config rm --path {ACCESS}.{name}" for name in limits)
-                    + ")",
+                    f"pulumi config rm --path {ACCESS}.public (keeps the limits), or for anyone "
+                    "remove them instead: "
+                    + " && ".join(f"pulumi config rm --path {ACCESS}.{name}" for name in limits),
                 )
             )
     if access.oidc and access.cognito:
