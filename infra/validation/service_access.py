@@ -37,6 +37,8 @@ MAX_SOURCES = SECURITY_GROUP_INBOUND_RULES // RULES_PER_SOURCE
 # every EC2 id; infra/validation/existing_network.py checks subnets and groups alike).
 PREFIX_LIST_ID = re.compile(r"^pl-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
 # Cognito API reference, UserPoolType Arn and Id: <region>_<letters and digits>; ClientId [\w+]+.
+# The pool may be in any region: ELB's AuthenticateCognitoActionConfig (API reference) asks for its
+# ARN and names no region constraint, so the ARN's shape is checked, not its region.
 USER_POOL_ARN = re.compile(
     r"^arn:aws[-a-z]*:cognito-idp:(?P<region>[a-z]{2}(?:-[a-z]+)+-\d):\d{12}:"
     r"userpool/(?P=region)_[0-9A-Za-z]+$"
