@@ -5,6 +5,7 @@ plan engine refuses, every bad inference.waf / key input, and the audit's ELB.16
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from fnmatch import fnmatch
 
 import pytest
@@ -31,14 +32,18 @@ from gpu_cluster.components.waf_limits import (
 )
 from gpu_cluster.infra import cli
 from gpu_cluster.infra.config import load_spec
+from gpu_cluster.infra.cost.firewall import firewall_rule_count
+from gpu_cluster.infra.cost.model import estimate_serving
 from gpu_cluster.infra.errors import ConfigError, render_problem
 from gpu_cluster.infra.outcome import FINDINGS
 from gpu_cluster.infra.plan import mocks as plan_mocks
 from gpu_cluster.infra.plan.engine import SECRET, Plan, run_plan
 from gpu_cluster.infra.plan.mocks import AwsRefusal, refusals
 from gpu_cluster.infra.plan.render import preview_json, text_tree
+from gpu_cluster.infra.prices.unit_prices import unit_prices
 from gpu_cluster.infra.spec import SECRET_NOT_SHOWN
 from gpu_cluster.infra.stack_files import load_stack_config
+from gpu_cluster.infra.validation import ResolvedCluster
 from gpu_cluster.infra.validation.service_firewall import BASE_WCU, KEY_WCU, MAX_KEYS
 
 INFERENCE = load_stack_config("inference", ROOT)
@@ -225,6 +230,7 @@ def test_the_api_key_rule_blocks_any_other_key_and_no_key_reaches_the_plan(keys,
     (raw,) = web_acl_inputs
     assert raw["rules"][SECRET_SIG[0]] == SECRET_SIG[1]  # secret to the engine itself
     rules = {r["name"]: r for r in revealed(raw["rules"])}
+    assert list(rules) == sorted(PRIORITIES, key=PRIORITIES.__getitem__)  # api-key third
     rule = rules["api-key"]
     assert rule["priority"] == PRIORITIES["api-key"]
     assert rule["action"] == {"block": {"customResponse": {"responseCode": 401}}}
@@ -529,3 +535,37 @@ def test_the_audit_fails_elb16_when_waf_is_off_and_passes_it_when_on(capsys):
     controls = {c["id"]: c for c in json.loads(capsys.readouterr().out)["controls"]}
     assert controls["ELB.16"]["status"] == "pass"
     assert controls["ELB.16"]["checked"] == ["inference-service-alb"]
+
+
+# --- cost ----------------------------------------------------------------------------------------
+
+
+def serving_spec(config: dict[str, str]) -> ResolvedCluster:
+    spec = load_spec(config, "inference")
+    assert isinstance(spec, ResolvedCluster) and spec.inference is not None
+    return spec
+
+
+def waf_lines(config: dict[str, str]) -> list:
+    spec = serving_spec(config)
+    return [line for line in estimate_serving(spec).lines if line.item == "AWS WAF web ACL"]
+
+
+def test_the_cost_has_the_web_acl_by_the_month_and_each_request_it_inspects():
+    (line,) = waf_lines(INFERENCE)
+    unit = unit_prices("us-east-1")
+    monthly = unit["waf_web_acl_month"] + 4 * unit["waf_rule_month"]
+    per_request = unit.serving_requests_per_second * 3600 / 1e6 * unit["waf_million_requests"]
+    assert (unit["waf_web_acl_month"], unit["waf_rule_month"]) == (5.0, 1.0)
+    assert unit["waf_million_requests"] == 0.6
+    assert line.usd_per_hour == pytest.approx(monthly / unit.hours_per_month + per_request)
+    assert line.always_on and "4 rules" in line.detail
+    assert waf_lines(config_with(**{"waf.enabled": False})) == []
+
+
+def test_the_cost_counts_the_rules_the_web_acl_has(plan):
+    serving = serving_spec(INFERENCE).inference
+    assert serving is not None
+    assert firewall_rule_count(serving) == len(rules_by_name(plan)) == 4
+    with_keys = replace(serving, access=replace(serving.access, api_keys=KEYS))
+    assert firewall_rule_count(with_keys) == len(PRIORITIES) == 5

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from gpu_cluster.components.catalog import Catalog, load_catalog
 from gpu_cluster.components.cidr import interface_endpoints
 from gpu_cluster.components.purchase import CapacityBlock, CapacityReservation, Spot
+from gpu_cluster.infra.cost.firewall import firewall_usd_per_hour
 from gpu_cluster.infra.prices.gpu_prices import PriceTable, price_table
 from gpu_cluster.infra.prices.unit_prices import UnitPrices, hours_per_month, unit_prices
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
@@ -405,7 +406,10 @@ def estimate_serving(
     unit = unit_prices(spec.region)
     sized = replace(spec, node_count=spec.inference.min_nodes if nodes is None else nodes)
     base = estimate_cluster(sized, usage)
-    lines = [*base.lines, load_balancer_line(serving_load(usage, unit), unit)]
+    load = serving_load(usage, unit)
+    lines = [*base.lines, load_balancer_line(load, unit)]
+    if waf := firewall_usd_per_hour(spec.inference, load.requests_per_second, unit):
+        lines.append(CostLine("AWS WAF web ACL", waf[1], waf[0], True, unit.label))
     return Estimate(tuple(lines), usage, base.gpu_prices, base.unit_prices)
 
 
