@@ -285,6 +285,8 @@ def serving_group(
             "max_healthy_percentage": 200,
         },
         # a new group serves its minimum before the old one drains (see the module's docstring)
+        # healthy targets, each node counting 1 (the provider counts a node's WeightedCapacity,
+        # and the spot mixed-instances policy sets none: components/purchase.py)
         min_elb_capacity=s.min_nodes,
         wait_for_capacity_timeout=capacity_timeout(s.warmup_seconds),
         ignore_failed_scaling_activities=True,

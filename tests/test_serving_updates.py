@@ -487,3 +487,22 @@ def test_a_new_ami_rolls_the_serving_nodes_too():
     assert after.error is None, after.error
     (group,) = [c for c in diff_plans(before, after) if c.type == GROUP]
     assert group.kind == "update" and any("instance refresh" in i for i in group.impact)
+
+
+@pytest.mark.parametrize("purchase", ["on-demand", "spot"])
+def test_auto_rollback_needs_the_numbered_template_version(purchase):
+    import dataclasses
+
+    plan = planned({**INFERENCE, "gpu-cluster:purchaseOption": purchase})
+    group = group_of(plan)
+    assert hazards(group) == []
+    inputs = json.loads(json.dumps(group.inputs))
+    spec = (
+        inputs["mixedInstancesPolicy"]["launchTemplate"]["launchTemplateSpecification"]
+        if purchase == "spot"
+        else inputs["launchTemplate"]
+    )
+    assert spec["version"] not in ("$Latest", "$Default")
+    spec["version"] = "$Latest"
+    (problem,) = hazards(dataclasses.replace(group, inputs=inputs))
+    assert "autoRollback" in problem.problem and "$Latest" in problem.problem

@@ -82,6 +82,20 @@ def _waits_for_exact_elb_capacity(r: Registration) -> bool:
     return bool(r.inputs.get("waitForElbCapacity"))
 
 
+def _rolls_back_to_an_alias(r: Registration) -> bool:
+    refresh = r.inputs.get("instanceRefresh") or {}
+    if not (refresh.get("preferences") or {}).get("autoRollback"):
+        return False
+    spec = (
+        ((r.inputs.get("mixedInstancesPolicy") or {}).get("launchTemplate") or {}).get(
+            "launchTemplateSpecification"
+        )
+        or r.inputs.get("launchTemplate")
+        or {}
+    )
+    return spec.get("version") in TEMPLATE_ALIASES
+
+
 def _replaced_for_its_type(r: Registration) -> bool:
     trigger = r.replacement_trigger
     type_ = r.inputs.get("instanceType")
@@ -135,6 +149,24 @@ RULES = (
         "EC2 API CreateVpcEndpoint (private DNS conflict); step_generator.go",
     ),
     UpdateRule(
+        "aws:wafv2/webAclAssociation:WebAclAssociation",
+        _create_first,
+        "a create-first replacement (a new web ACL) associates the new one, then deletes the old "
+        "association with DisassociateWebACL on the same load balancer, which removes the new "
+        "one: the load balancer is left without a web ACL; replace it delete-first",
+        "terraform-provider-aws wafv2/web_acl_association.go: resourceWebACLAssociationDelete "
+        "(DisassociateWebACL by ResourceArn only); step_generator.go",
+    ),
+    UpdateRule(
+        "aws:wafv2/webAclLoggingConfiguration:WebAclLoggingConfiguration",
+        _create_first,
+        "a create-first replacement (a new log group) puts the new configuration, then deletes "
+        "the old one with DeleteLoggingConfiguration on the same web ACL, which removes the new "
+        "one: the web ACL stops logging; replace it delete-first",
+        "terraform-provider-aws wafv2/web_acl_logging_configuration.go: "
+        "resourceWebACLLoggingConfigurationDelete (by the web ACL's ARN); step_generator.go",
+    ),
+    UpdateRule(
         "aws:ec2/instance:Instance",
         _replaced_for_its_type,
         "a new instanceType would replace the box and lose its root disk, while the provider "
@@ -168,6 +200,15 @@ RULES = (
         "healthy targets, which a group scaled out by its policy never has: the update waits "
         "out the timeout and fails; use minElbCapacity (create only)",
         "terraform-provider-aws autoscaling/group.go: resourceGroupUpdate (want exactly)",
+    ),
+    UpdateRule(
+        "aws:autoscaling/group:Group",
+        _rolls_back_to_an_alias,
+        "an instance refresh with autoRollback is refused when the group uses the launch "
+        "template's $Latest or $Default version: the provider's StartInstanceRefresh fails "
+        "on the update that rolls a new version; give the numbered version",
+        "Auto Scaling API Reference, RefreshPreferences AutoRollback and "
+        "RollbackInstanceRefresh (not supported with $Latest or $Default)",
     ),
 )
 
