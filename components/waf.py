@@ -173,11 +173,15 @@ def service_firewall(name: str, args: FirewallArgs, parent: pulumi.Resource) -> 
         # the keys are secrets in the rules' inputs; keep the rules read back secret too
         opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["rules"]),
     )
+    # Both are deleted by the resource they act on (DisassociateWebACL(ResourceArn),
+    # DeleteLoggingConfiguration(web ACL ARN)): replaced create-first, the old one's delete at
+    # the end of the update would undo the new one. Replaced delete-first (update_rules.py).
+    replace_first = pulumi.ResourceOptions(parent=parent, delete_before_replace=True)
     aws.wafv2.WebAclAssociation(
         child_name(name, "waf-association"),
         resource_arn=args.load_balancer_arn,
         web_acl_arn=web_acl.arn,
-        opts=child,
+        opts=replace_first,
     )
     logs = aws.cloudwatch.LogGroup(
         child_name(name, "waf-logs"),
@@ -194,7 +198,7 @@ def service_firewall(name: str, args: FirewallArgs, parent: pulumi.Resource) -> 
         redacted_fields=[
             {"single_header": {"name": header}} for header in redacted_headers(args.api_key_header)
         ],
-        opts=child,
+        opts=replace_first,
     )
     return web_acl
 

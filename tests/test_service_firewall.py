@@ -40,6 +40,7 @@ from gpu_cluster.infra.plan import mocks as plan_mocks
 from gpu_cluster.infra.plan.engine import SECRET, Plan, run_plan
 from gpu_cluster.infra.plan.mocks import AwsRefusal, refusals
 from gpu_cluster.infra.plan.render import preview_json, text_tree
+from gpu_cluster.infra.plan.update_rules import hazards
 from gpu_cluster.infra.prices.unit_prices import unit_prices
 from gpu_cluster.infra.spec import SECRET_NOT_SHOWN
 from gpu_cluster.infra.stack_files import load_stack_config
@@ -184,6 +185,18 @@ def test_the_logs_go_to_an_encrypted_aws_waf_logs_group_with_keys_redacted(plan)
     assert any(fnmatch(arn, pattern) for pattern in patterns)
     others = [p for p in patterns if "aws-waf-logs-" not in p]
     assert not any(fnmatch(arn, pattern) for pattern in others)  # the new grant is what covers it
+
+
+@pytest.mark.parametrize("type_", [ASSOCIATION, LOGGING])
+def test_what_is_deleted_by_the_resource_it_acts_on_is_replaced_delete_first(plan, type_):
+    """DisassociateWebACL and DeleteLoggingConfiguration take only the load balancer's or the
+    web ACL's ARN: an old association or logging configuration deleted after its replacement
+    was created would remove the new one."""
+    resource = only(plan, type_)
+    assert resource.delete_before_replace
+    create_first = replace(resource, delete_before_replace=False)
+    (problem,) = hazards(create_first)
+    assert "replace it delete-first" in problem.problem
 
 
 def test_the_capacity_is_the_tables_and_within_the_limit_and_the_basic_price(plan):
