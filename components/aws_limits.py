@@ -233,6 +233,17 @@ LIMITS: tuple[Limit, ...] = (
         allowed="letters, digits, _ and -",
     ),
     Limit(
+        waf_limits.WEB_ACL,
+        "description",
+        256,
+        "characters",
+        "WAF API Reference, CreateWebACL: Description, 1-256 characters of letters, digits, "
+        "spaces and +=:#@/-,. (not beginning or ending with a space)",
+        minimum=1,
+        pattern=r"[\w+=:#@/\-,.][\w+=:#@/\-,.\s]+[\w+=:#@/\-,.]",
+        allowed="letters, digits, spaces and +=:#@/-,. (no space at either end)",
+    ),
+    Limit(
         "aws:autoscaling/group:Group",
         "name",
         255,

@@ -5,6 +5,7 @@ plan engine refuses, every bad inference.waf / key input, and the audit's ELB.16
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from fnmatch import fnmatch
 
@@ -20,6 +21,8 @@ from gpu_cluster.components.waf import BODY_SIZE_RULE, MANAGED_GROUPS, PRIORITIE
 from gpu_cluster.components.waf_limits import (
     BYTE_MATCH_WCU,
     CUSTOM_KEY_WCU,
+    HEADER_NAME,
+    HEADER_NAME_MAX,
     LOGGING,
     MANAGED_RULE_GROUP_WCU,
     RATE_BASED_WCU,
@@ -35,6 +38,7 @@ from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.firewall import firewall_rule_count
 from gpu_cluster.infra.cost.model import estimate_serving
 from gpu_cluster.infra.errors import ConfigError, render_problem
+from gpu_cluster.infra.fixes import apply_fix
 from gpu_cluster.infra.outcome import FINDINGS
 from gpu_cluster.infra.plan import mocks as plan_mocks
 from gpu_cluster.infra.plan.engine import SECRET, Plan, run_plan
@@ -45,7 +49,12 @@ from gpu_cluster.infra.prices.unit_prices import unit_prices
 from gpu_cluster.infra.spec import SECRET_NOT_SHOWN
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation import ResolvedCluster
-from gpu_cluster.infra.validation.service_firewall import BASE_WCU, KEY_WCU, MAX_KEYS
+from gpu_cluster.infra.validation.service_firewall import (
+    BASE_WCU,
+    KEY_WCU,
+    MAX_KEYS,
+    suggested_header,
+)
 
 INFERENCE = load_stack_config("inference", ROOT)
 SECRET_INFERENCE = ["gpu-cluster:inference"]  # set with --secret: the CLI marks the key secret
@@ -318,6 +327,7 @@ PLANTED = [
     (acl(visibilityConfig={"metricName": "has space"}), "visibilityConfig.metricName"),
     (acl(name="has space"), "name"),
     (acl(name="n" * 129), "name is 129 characters"),
+    (acl(description=" padded"), "description"),
 ]
 
 
@@ -411,15 +421,22 @@ def test_web_acl_names_differ_per_stack_and_fit_wafs_limits():
 # --- bad inputs ----------------------------------------------------------------------------
 
 
-def problems_of(config: dict[str, str]) -> list:
-    """Config checked as the program checks it, keys set with --secret."""
+def checked(config: dict[str, str]) -> list:
+    """The problems of a config checked as the program checks it, keys set with --secret."""
     set_all_config(config, SECRET_INFERENCE)
     try:
-        with pytest.raises(ConfigError) as info:
-            load_spec(config, "inference")
+        load_spec(config, "inference")
+    except ConfigError as error:
+        return error.problems
     finally:
         set_all_config({}, [])
-    return info.value.problems
+    return []
+
+
+def problems_of(config: dict[str, str]) -> list:
+    problems = checked(config)
+    assert problems, "the config was accepted"
+    return problems
 
 
 BAD_WAF = [
@@ -479,6 +496,17 @@ def test_a_bad_waf_setting_is_refused_with_its_path_allowed_values_and_fix(
     assert problem.received == value
     assert f"pulumi config set --path inference.{fix}" in problem.fix
     assert KEYS[0] not in render_problem(problem)
+    followed = apply_fix(config_with(**settings_by_path), problem.fix)
+    assert checked(followed) == []  # the fix, followed, is a stack that plans
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_the_suggested_header_is_always_one_waf_can_read(header):
+    suggestion = suggested_header(header)
+    assert re.fullmatch(HEADER_NAME, suggestion) and len(suggestion) <= HEADER_NAME_MAX
+    if re.fullmatch(HEADER_NAME, header.lower()) and len(header) <= HEADER_NAME_MAX:
+        assert suggestion == header.lower().strip("-") or not header.strip("-")
 
 
 BAD_KEYS = [
