@@ -589,3 +589,25 @@ def test_the_stack_file_schema_takes_a_secret_where_a_key_belongs():
     wrong["config"][KEY]["access"]["cidrs"] = [{"secure": CIPHERTEXT}]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(wrong, schema, cls=jsonschema.Draft7Validator)
+
+
+KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_", min_size=12, max_size=40)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.one_of(KEYS, st.lists(KEYS, min_size=1, max_size=3), st.dictionaries(KEYS, KEYS)),
+    KEYS,
+)
+def test_a_problem_never_shows_a_key_or_client_secret_whatever_its_shape(keys, client_secret):
+    """Plain text, a string where a list belongs, a mapping: the value is never in a message."""
+    access = {"apiKeys": keys, "oidc": {**OIDC, "clientSecret": client_secret}}
+    try:
+        load_spec(config(access), "inference")
+    except ConfigError as error:
+        text = str(error)
+    else:  # pragma: no cover - plain text is always refused
+        raise AssertionError("a plain-text key planned")
+    values = [keys] if isinstance(keys, str) else [*keys, *getattr(keys, "values", list)()]
+    for value in [*values, client_secret]:
+        assert value not in text
