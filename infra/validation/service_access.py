@@ -73,7 +73,7 @@ def access_problems(settings: InferenceSpec) -> list[Problem]:
                 NOT_SET
                 if access is None
                 else access.model_dump(by_alias=True, exclude_defaults=True),
-                "says no one who may call the service: the load balancer is internet-facing, so "
+                "nothing says who may call the service: the load balancer is internet-facing, so "
                 "the service would be open to the whole internet",
                 "cidrs or prefixLists (the networks that may connect), apiKeys, oidc or cognito "
                 "(checked at the edge), or public: true (anyone, flagged)",
