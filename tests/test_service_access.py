@@ -611,3 +611,17 @@ def test_a_problem_never_shows_a_key_or_client_secret_whatever_its_shape(keys, c
     values = [keys] if isinstance(keys, str) else [*keys, *getattr(keys, "values", list)()]
     for value in [*values, client_secret]:
         assert value not in text
+
+
+def test_rotating_a_key_changes_no_resource_but_the_web_acls_rules():
+    """Rotation without downtime: add the new key, move the clients, remove the old one; each
+    step plans with the same resources (the same URNs: nothing replaced, added or deleted), so
+    each `pulumi up` updates the web ACL's rules in place (WAF UpdateWebACL)."""
+    old, new = SECRET_KEY, SECRET_KEY[::-1]
+    steps = [[old], [old, new], [new]]
+    plans = [planned(config({"apiKeys": keys}), secret=True) for keys in steps]
+    urns = [{r.urn for r in plan.resources} for plan in plans]
+    assert urns[0] == urns[1] == urns[2]
+    assert [plan.outputs["serving"]["access"]["apiKeys"] for plan in plans] == [1, 2, 1]
+    for plan in plans:
+        assert old not in everything_shown(plan) and new not in everything_shown(plan)
