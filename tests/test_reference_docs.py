@@ -82,7 +82,7 @@ def test_config_rows_say_type_default_allowed_and_description():
     assert rows["budget.stopAtLimit"][3] == "dev box"
     assert rows["tags"][3] == "all"
     assert rows["rootVolume.sizeGib"][:3] == ["whole number", "`200`", ">= 8, <= 65536"]
-    assert rows["inference.scaling.metric"][2] == "`requestCount`, `gpuUtilization`"
+    assert rows["inference.scaling.metric"][2] == "`requestCount`, `gpuUtilization`, `queueTime`"
     undescribed = [path for path, cells in rows.items() if not cells[-1]]
     assert not undescribed, "every key has a description (Field(description=...) in spec.py)"
 
