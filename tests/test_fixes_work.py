@@ -71,6 +71,15 @@ CASES = {
     "fsx too small": bad("train", fsx={"storageCapacityGib": 100}),
     "inference min nodes zero": merged("inference", "inference", minNodes=0),
     "inference warmup with a unit": merged("inference", "inference", warmupSeconds="10m"),
+    "queue time target in seconds": merged(
+        "inference", "inference", scaling={"metric": "queueTime", "target": 0.05}
+    ),
+    "queue time target in microseconds": merged(
+        "inference", "inference", scaling={"metric": "queueTime", "target": 250000}
+    ),
+    "rollout with no node in service": merged(
+        "inference", "inference", rollout={"minHealthyPercent": 0}
+    ),
     "inference zones duplicated": merged(
         "inference", "inference", availabilityZones=["us-east-1a", "us-east-1a"]
     ),
@@ -245,6 +254,11 @@ def test_the_stack_file_line_works_when_pasted(case, problem):
         ("idle minutes with a unit", "pulumi config set --path idleStop.minutes 30"),
         ("inference warmup with a unit", "pulumi config set --path inference.warmupSeconds 600"),
         ("fsx with a unit", "pulumi config set --path fsx.storageCapacityGib 1200"),
+        ("queue time target in seconds", "pulumi config set --path inference.scaling.target 50"),
+        (
+            "queue time target in microseconds",
+            "pulumi config set --path inference.scaling.target 250",
+        ),
     ],
 )
 def test_the_fix_keeps_what_the_user_meant(case, meant):
