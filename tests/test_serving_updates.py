@@ -480,13 +480,21 @@ def test_each_promise_about_serving_updates_holds(sentence, change, kind, words)
 
 
 def test_a_new_ami_rolls_the_serving_nodes_too():
-    ami = json.dumps({"id": "ami-0123456789abcdef0", "architecture": "x86_64"})
+    """docs/guides/new-ami.md, "Move a service"."""
     from gpu_cluster.infra.diff.model import diff_plans
 
+    guide = " ".join((ROOT / "docs/guides/new-ami.md").read_text().split())
+    assert (
+        "the new template version starts an instance refresh that launches each replacement "
+        "before an old node goes"
+    ) in guide
+    ami = json.dumps({"id": "ami-0123456789abcdef0", "architecture": "x86_64"})
     before, after = planned(), planned({**INFERENCE, "gpu-cluster:ami": ami})
     assert after.error is None, after.error
     (group,) = [c for c in diff_plans(before, after) if c.type == GROUP]
     assert group.kind == "update" and any("instance refresh" in i for i in group.impact)
+    preferences = group_of(after).inputs["instanceRefresh"]["preferences"]
+    assert preferences["maxHealthyPercentage"] > 100  # room to launch before terminating
 
 
 @pytest.mark.parametrize("purchase", ["on-demand", "spot"])
