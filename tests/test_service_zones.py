@@ -364,3 +364,33 @@ def test_a_further_zone_too_small_for_every_node_twice_is_refused(example, max_n
         assert problem.fix == "pulumi config set --path inference.maxNodes 29"
     else:
         assert plan.error is None, plan.error
+
+
+def test_a_stack_deployed_with_a_zone_out_of_its_letters_place_is_told_the_two_steps(example):
+    """Before zones were addressed by letter, [a, c] put c on the second place's CIDRs (b's
+    slot now): this version's first `pulumi up` replaces c's subnets delete-first under the load
+    balancer and the group, so `gpuc diff --from` an old plan refuses it with the procedure."""
+    current = with_zones(example, z("ac"))
+    layout = service_layout(default_layout("10.42.0.0/16"))
+    private, public = positional_slots(layout)[1]
+    old = dataclasses.replace(
+        current,
+        resources=[
+            dataclasses.replace(
+                r,
+                inputs={
+                    **r.inputs,
+                    "cidrBlock": str(private if r.name.endswith("private-c") else public),
+                },
+            )
+            if r.type == SUBNET and r.name.endswith("-c")
+            else r
+            for r in current.resources
+        ],
+    )
+    changes = diff_plans(old, current)
+    replaced = {c.role for c in changes if c.kind == "replace" and c.type == SUBNET}
+    assert replaced == {"network-private-c", "network-public-c"}
+    found = collisions(old, current, changes)
+    assert {c.role for c in found} >= {"service-alb", "service-group"}
+    assert all(c.fix == MOVE_FIX for c in found)
