@@ -4,6 +4,9 @@ children of the InferenceService (same names and parents as before the split).
 
 Updates that drop no request (terraform-provider-aws internal/service/autoscaling/group.go,
 resourceGroupCreate/Update and statusGroupCapacity):
+- The group is replaced only when an input the provider cannot change in place changes: its
+  name (autonamed: never) and its initial lifecycle hooks (ForceNew: warmupSeconds is the
+  hook's heartbeat timeout); infra/diff/replace_rules.py holds the same list.
 - A replaced group (it is autonamed, so the engine creates the new one first and deletes the old
   one at the end: step_generator.go) is created with ``min_elb_capacity`` = the minimum: the
   create waits, up to ``wait_for_capacity_timeout``, until that many nodes are InService, healthy
