@@ -232,6 +232,7 @@ SWEPT_SERVICES = (
     "logs",
     "fsx",
     "elbv2",
+    "wafv2",
     "scheduler",
     "cloudwatch",
     "events",

@@ -9,14 +9,17 @@ import re
 from dataclasses import replace
 from fnmatch import fnmatch
 
+import boto3
 import pytest
-from conftest import ROOT
+from conftest import ROOT, stack_names
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from moto import mock_aws
 from pulumi.runtime.config import set_all_config
 
 from gpu_cluster.components.aws_limits import violations
 from gpu_cluster.components.names import StackIdentity, waf_log_group, web_acl_name
+from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.waf import BODY_SIZE_RULE, MANAGED_GROUPS, PRIORITIES
 from gpu_cluster.components.waf_limits import (
     BYTE_MATCH_WCU,
@@ -34,6 +37,7 @@ from gpu_cluster.components.waf_limits import (
     web_acl_wcu,
 )
 from gpu_cluster.infra import cli
+from gpu_cluster.infra.aws.sweep import Sweeper
 from gpu_cluster.infra.config import load_spec
 from gpu_cluster.infra.cost.firewall import firewall_rule_count
 from gpu_cluster.infra.cost.model import estimate_serving
@@ -610,3 +614,49 @@ def test_the_cost_counts_the_rules_the_web_acl_has(plan):
     assert firewall_rule_count(serving) == len(rules_by_name(plan)) == 4
     with_keys = replace(serving, access=replace(serving.access, api_keys=KEYS))
     assert firewall_rule_count(with_keys) == len(PRIORITIES) == 5
+
+
+# --- teardown: a web ACL a failed destroy left bills until gpuc sweep deletes it -----------------
+
+
+def web_acl_left(stack: str) -> str:
+    """A web ACL (logging to its group) as `pulumi destroy` stopped half way leaves it."""
+    names = stack_names(stack)
+    tags = [{"Key": k, "Value": v} for k, v in cluster_tags(names).items()]
+    wafv2 = boto3.client("wafv2", region_name="us-east-1")
+    metric = {
+        "SampledRequestsEnabled": True,
+        "CloudWatchMetricsEnabled": True,
+        "MetricName": web_acl_name(names),
+    }
+    acl = wafv2.create_web_acl(
+        Name=web_acl_name(names),
+        Scope="REGIONAL",
+        DefaultAction={"Allow": {}},
+        VisibilityConfig=metric,
+        Tags=tags,
+    )["Summary"]
+    logs = boto3.client("logs", region_name="us-east-1")
+    logs.create_log_group(logGroupName=waf_log_group(names))
+    group = f"arn:aws:logs:us-east-1:123456789012:log-group:{waf_log_group(names)}"
+    wafv2.put_logging_configuration(
+        LoggingConfiguration={"ResourceArn": acl["ARN"], "LogDestinationConfigs": [group]}
+    )
+    return acl["ARN"]
+
+
+@mock_aws
+def test_gpuc_sweep_finds_prices_and_deletes_a_web_acl_left_behind(capsys):
+    ours, theirs = web_acl_left("inference"), web_acl_left("inference-b")
+    wafv2 = boto3.client("wafv2", region_name="us-east-1")
+    sweeper = Sweeper(
+        ec2=None, autoscaling=None, logs=None, region="us-east-1", stack="inference", wafv2=wafv2
+    )
+    (found,) = list(sweeper.web_acls())
+    unit = unit_prices("us-east-1")
+    assert (found.kind, found.resource_id) == ("web ACL", ours)
+    assert found.usd_per_hour == pytest.approx(unit["waf_web_acl_month"] / unit.hours_per_month)
+    assert cli.main(["sweep", "--stack", "inference", "--delete", "--yes"]) == 0
+    capsys.readouterr()
+    left = [acl["ARN"] for acl in wafv2.list_web_acls(Scope="REGIONAL")["WebACLs"]]
+    assert left == [theirs]  # the other stack's, with the same cluster name, stays

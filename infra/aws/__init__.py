@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import boto3
+from botocore import xform_name
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -106,7 +107,9 @@ def _action(service: str, operation: str) -> str:
 
 
 def _snake(operation: str) -> str:
-    return "".join("_" + c.lower() if c.isupper() else c for c in operation).lstrip("_")
+    """The client's method for an API operation, as botocore names it (ListWebACLs:
+    list_web_acls, not list_web_a_c_ls)."""
+    return xform_name(operation)
 
 
 @contextmanager

@@ -31,6 +31,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
     fsx: Any = None
     # the rest: None leaves the kind out (a caller that did not ask for it), never "clean"
     elbv2: Any = None
+    wafv2: Any = None
     scheduler: Any = None
     cloudwatch: Any = None
     events: Any = None
@@ -318,6 +319,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             self.instances,
             self.reservations,
             self.load_balancers,
+            self.web_acls,
             self.target_groups,
             self.nat_gateways,
             self.endpoints,

@@ -1,7 +1,7 @@
-"""What a destroyed stack's network can leave: load balancers (with their listeners), target
-groups, subnets, route tables, internet gateways and VPCs. None of them bills by itself except
-a load balancer, but each blocks deleting the VPC, and a VPC counts against the region's quota
-of five."""
+"""What a destroyed stack's network can leave: load balancers (with their listeners), the web
+ACLs in front of them, target groups, subnets, route tables, internet gateways and VPCs. None of
+them bills by itself except a load balancer and a web ACL, but each blocks deleting the VPC, and
+a VPC counts against the region's quota of five."""
 
 from __future__ import annotations
 
@@ -12,11 +12,16 @@ from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.infra.aws import call, paginate
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag, stack_filter
 from gpu_cluster.infra.prices.unit_prices import unit_prices
+from gpu_cluster.infra.problems import AwsError
+
+WEB_ACL_SCOPE = "REGIONAL"  # a load balancer's (components/waf.py)
+WAF_MISSING = "WAFNonexistentItemException"
 
 
 class NetworkSweep:
     ec2: Any
     elbv2: Any
+    wafv2: Any
     region: str
     stack: str
 
@@ -33,6 +38,48 @@ class NetworkSweep:
             balancer = next(b for b in balancers if b["LoadBalancerArn"] == tagged)
             hourly = unit_prices(self.region)["alb_hour"]
             yield Leftover("load balancer", tagged, balancer.get("LoadBalancerName", ""), hourly)
+
+    def web_acls(self) -> Iterator[Leftover]:
+        """The stack's REGIONAL web ACLs, by their stack-id tag (ListWebACLs pages by marker:
+        botocore has no paginator for it). Priced at the web ACL's month; its rules are not
+        listed here."""
+        if self.wafv2 is None:
+            return
+        unit = unit_prices(self.region)
+        marker: dict[str, str] = {}
+        while True:
+            page = call(
+                self.wafv2, "wafv2", "ListWebACLs", Scope=WEB_ACL_SCOPE, Limit=100, **marker
+            )
+            for acl in page.get("WebACLs", []):
+                info = call(self.wafv2, "wafv2", "ListTagsForResource", ResourceARN=acl["ARN"])
+                tags = info.get("TagInfoForResource", {}).get("TagList", [])
+                if has_tag(tags, self.identity):
+                    hourly = unit["waf_web_acl_month"] / unit.hours_per_month
+                    yield Leftover("web ACL", acl["ARN"], acl.get("Name", ""), hourly)
+            if not page.get("NextMarker") or not page.get("WebACLs"):
+                return
+            marker = {"NextMarker": page["NextMarker"]}
+
+    def _delete_web_acl(self, arn: str) -> None:
+        """Its logging configuration first, then the web ACL (with the lock token WAF needs;
+        the load balancers it protected are deleted before it, taking the associations)."""
+        name, acl_id = arn.rsplit("/", 2)[-2:]
+        try:
+            call(self.wafv2, "wafv2", "DeleteLoggingConfiguration", ResourceArn=arn)
+        except AwsError as error:
+            if error.code != WAF_MISSING:
+                raise
+        found = call(self.wafv2, "wafv2", "GetWebACL", Name=name, Scope=WEB_ACL_SCOPE, Id=acl_id)
+        call(
+            self.wafv2,
+            "wafv2",
+            "DeleteWebACL",
+            Name=name,
+            Scope=WEB_ACL_SCOPE,
+            Id=acl_id,
+            LockToken=found["LockToken"],
+        )
 
     def target_groups(self) -> Iterator[Leftover]:
         if self.elbv2 is None:
@@ -121,6 +168,8 @@ class NetworkSweep:
                 Attributes=[{"Key": "deletion_protection.enabled", "Value": "false"}],
             )
             call(elbv2, "elbv2", "DeleteLoadBalancer", LoadBalancerArn=key)
+        elif kind == "web ACL":
+            self._delete_web_acl(key)
         elif kind == "target group":
             call(elbv2, "elbv2", "DeleteTargetGroup", TargetGroupArn=key)
         elif kind == "subnet":
