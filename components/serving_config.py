@@ -72,6 +72,16 @@ class ServiceFirewall:
     rate_limit: int = 2000  # requests per IP per window
     rate_window_seconds: int = 300
 
+    def describe(self) -> dict[str, Any]:
+        """The web ACL in the stack's outputs (components/waf.py has its rules)."""
+        if not self.enabled:
+            return {"enabled": False}
+        return {
+            "enabled": True,
+            "rateLimitPerIp": self.rate_limit,
+            "rateWindowSeconds": self.rate_window_seconds,
+        }
+
 
 @dataclass(frozen=True)
 class ServingConfig:

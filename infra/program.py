@@ -177,6 +177,7 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
             f"{serving.max_queue_delay_us} us",
             "warmupSeconds": serving.warmup_seconds,
             "access": serving.access.describe(),
+            "firewall": serving.firewall.describe(),
         },
     )
     pulumi.export(

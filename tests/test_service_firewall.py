@@ -161,6 +161,11 @@ def test_the_rate_rule_takes_its_limit_and_window_from_config(limit, window):
 def test_by_default_an_address_gets_2000_requests_per_5_minutes(plan):
     statement = rules_by_name(plan)["rate-limit-per-ip"]["statement"]["rateBasedStatement"]
     assert (statement["limit"], statement["evaluationWindowSec"]) == (2000, 300)
+    assert plan.outputs["serving"]["firewall"] == {
+        "enabled": True,
+        "rateLimitPerIp": 2000,
+        "rateWindowSeconds": 300,
+    }
 
 
 def test_the_web_acl_is_associated_with_the_load_balancer(plan):
@@ -560,6 +565,7 @@ def test_waf_off_creates_no_web_acl_and_no_waf_log_grant():
     assert [r.name for r in plan.resources if r.type in kinds] == []
     assert not any(r.name.endswith("waf-logs") for r in plan.of_type(LOG_GROUP))
     assert "aws-waf-logs-" not in plan.named("inference-security-key").inputs["policy"]
+    assert plan.outputs["serving"]["firewall"] == {"enabled": False}
 
 
 def test_the_audit_fails_elb16_when_waf_is_off_and_passes_it_when_on(capsys):
