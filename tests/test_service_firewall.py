@@ -166,6 +166,7 @@ def test_by_default_an_address_gets_2000_requests_per_5_minutes(plan):
         "rateLimitPerIp": 2000,
         "rateWindowSeconds": 300,
     }
+    assert "Firewall: AWS WAF - IP reputation, 2,000 requests per IP per 300 s" in text_tree(plan)
 
 
 def test_the_web_acl_is_associated_with_the_load_balancer(plan):
@@ -566,6 +567,7 @@ def test_waf_off_creates_no_web_acl_and_no_waf_log_grant():
     assert not any(r.name.endswith("waf-logs") for r in plan.of_type(LOG_GROUP))
     assert "aws-waf-logs-" not in plan.named("inference-security-key").inputs["policy"]
     assert plan.outputs["serving"]["firewall"] == {"enabled": False}
+    assert "Firewall: none (inference.waf.enabled false)" in text_tree(plan)
 
 
 def test_the_audit_fails_elb16_when_waf_is_off_and_passes_it_when_on(capsys):

@@ -111,6 +111,19 @@ def _summary(resource: PlannedResource) -> str:
     return ", ".join(parts)
 
 
+def firewall_line(firewall: Any) -> list[str]:
+    """The web ACL in front of a service (components/waf.py), from its serving.firewall."""
+    if not isinstance(firewall, dict):
+        return []
+    if not firewall.get("enabled"):
+        return ["Firewall: none (inference.waf.enabled false): `gpuc audit` fails ELB.16"]
+    return [
+        f"Firewall: AWS WAF - IP reputation, {firewall['rateLimitPerIp']:,} requests per IP per "
+        f"{firewall['rateWindowSeconds']} s, core rules (bodies over 8 KB counted, not blocked), "
+        "known bad inputs"
+    ]
+
+
 def teardown(plan: Plan) -> str:
     """How the stack is deleted: with protected resources in it a plain `pulumi destroy` fails
     in its preview and deletes nothing, GPU nodes included (infra/plan/destroy.py)."""
@@ -188,6 +201,7 @@ def text_tree(plan: Plan) -> str:
         serving = outputs["serving"]
         lines += [
             f"Endpoint: {outputs['url']} (HTTPS, {serving['tlsPolicy']}; HTTP redirects to HTTPS)",
+            *firewall_line(serving.get("firewall")),
             f"Serving: {serving['nodes']} nodes across {', '.join(outputs['zones'])}, "
             f"{serving['server']} on port {serving['port']}",
             f"Batching: {serving['batching']}; scaling: {serving['scaling']}, "
