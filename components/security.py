@@ -108,9 +108,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             alias_name=key_alias(identity),
             # the stack's flow-log and node-event log groups (components/names.py)
             log_group_prefixes=(
-                log_group_prefixes(identity) + args.extra_log_group_prefixes
-                if args.cluster
-                else ()
+                log_group_prefixes(identity) + args.extra_log_group_prefixes if args.cluster else ()
             ),
             alert_publishers=args.alert_topic,
         )
