@@ -97,6 +97,16 @@ def secret_access(access: ServiceAccess) -> ServiceAccess:
     )
 
 
+def signs_users_in(access: ServiceAccess) -> bool:
+    """OIDC or Cognito: the load balancer itself calls the identity provider's token and user
+    info endpoints over HTTPS, so its security group must let it out on 443 (ELB user guide,
+    "Authenticate users using an Application Load Balancer", troubleshooting HTTP 500 "the load
+    balancer could not communicate with the IdP token endpoint": allow outbound connections
+    in the load balancer's security group; the endpoints are public DNS names, so any
+    address). Without sign-in, the group reaches the nodes only."""
+    return access.oidc is not None or access.cognito is not None
+
+
 def https_actions(access: ServiceAccess, target_group_arn: pulumi.Input[str]) -> list[Any]:
     """The HTTPS listener's default actions: sign the user in (OIDC or Cognito, order 1) before
     forwarding (order 2), or only forward. ELB user guide, "Authenticate users using an
@@ -273,6 +283,17 @@ class InferenceService(pulumi.ComponentResource):
             referenced_security_group_id=a.node_security_group_id,
             opts=child,
         )
+        if signs_users_in(a.serving.access):
+            aws.vpc.SecurityGroupEgressRule(
+                child_name(name, "alb-to-sign-in"),
+                security_group_id=group.id,
+                description="the identity provider token and user info endpoints (HTTPS)",
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                cidr_ipv4=WORLD,
+                opts=child,
+            )
         self.node_ingress = aws.vpc.SecurityGroupIngressRule(
             child_name(name, "nodes-from-alb"),
             security_group_id=a.node_security_group_id,

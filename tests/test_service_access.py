@@ -422,6 +422,31 @@ def test_oidc_signs_users_in_first_with_the_client_secret_a_secret():
     ]
 
 
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+
+
+@pytest.mark.parametrize(
+    ("access", "signs_in"),
+    [({"oidc": OIDC}, True), ({"cognito": COGNITO}, True), ({"cidrs": ["10.0.0.0/8"]}, False)],
+    ids=["oidc", "cognito", "cidrs"],
+)
+def test_the_load_balancer_may_reach_the_identity_provider_only_when_it_signs_users_in(
+    access, signs_in
+):
+    """With OIDC or Cognito the load balancer calls the provider's token and user info
+    endpoints itself: its group lets it out on 443 then, and otherwise only to the nodes."""
+    plan = planned(config(access))
+    balancer = plan.named("inference-service-alb-sg")
+    outbound = [
+        r.inputs
+        for r in plan.of_type(EGRESS)
+        if r.property_dependencies.get("securityGroupId") == (balancer.urn,)
+    ]
+    to_provider = [e for e in outbound if e.get("cidrIpv4") == "0.0.0.0/0"]
+    assert [(e["fromPort"], e["toPort"]) for e in to_provider] == ([(443, 443)] if signs_in else [])
+    assert any("referencedSecurityGroupId" in e for e in outbound)  # the nodes, always
+
+
 # --- secrets never shown ----------------------------------------------------------------------
 
 
