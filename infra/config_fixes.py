@@ -114,9 +114,12 @@ def list_problem(full_key: str, key: str, value: str) -> Problem:
 
 def list_fix(loc: tuple[Any, ...], received: str) -> str:
     """Make the list at ``loc`` from a string: the items written in it ("[a, b]", "a, b"),
-    else the string as its one item; never a bracket inside an item."""
+    else the string as its one item; never a bracket inside an item. An empty list typed
+    ("[]", which `pulumi config set --path` stores as that string) is the key unset."""
     path = config_path(loc).split(":", 1)[1]
     flag = " --path" if len(loc) > 1 else ""
+    if received.strip() in ("[]", ""):
+        return f"pulumi config rm{flag} {path}"
     items = list_items(received) or [received]
     return " && ".join(
         [f"pulumi config rm{flag} {path}"]

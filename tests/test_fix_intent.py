@@ -309,6 +309,13 @@ CASES = [
         meant=["a@example.com", "b@example.com"],
     ),
     case(
+        "empty list typed",
+        "experiment",
+        "spot.fallbackTypes=[]",
+        path="spot.fallbackTypes",
+        meant=UNSET,
+    ),
+    case(
         "no duplicate zone",
         "inference",
         "inference.availabilityZones[1]=us-east-1a",
