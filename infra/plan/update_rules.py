@@ -167,24 +167,6 @@ RULES = (
         "resourceWebACLLoggingConfigurationDelete (by the web ACL's ARN); step_generator.go",
     ),
     UpdateRule(
-        "aws:wafv2/webAclAssociation:WebAclAssociation",
-        _create_first,
-        "a create-first replacement (a new web ACL) associates the new one, then deletes the old "
-        "association with DisassociateWebACL on the same load balancer, which removes the new "
-        "one: the load balancer is left without a web ACL; replace it delete-first",
-        "terraform-provider-aws wafv2/web_acl_association.go: resourceWebACLAssociationDelete "
-        "(DisassociateWebACL by ResourceArn only); step_generator.go",
-    ),
-    UpdateRule(
-        "aws:wafv2/webAclLoggingConfiguration:WebAclLoggingConfiguration",
-        _create_first,
-        "a create-first replacement (a new log group) puts the new configuration, then deletes "
-        "the old one with DeleteLoggingConfiguration on the same web ACL, which removes the new "
-        "one: the web ACL stops logging; replace it delete-first",
-        "terraform-provider-aws wafv2/web_acl_logging_configuration.go: "
-        "resourceWebACLLoggingConfigurationDelete (by the web ACL's ARN); step_generator.go",
-    ),
-    UpdateRule(
         "aws:ec2/instance:Instance",
         _replaced_for_its_type,
         "a new instanceType would replace the box and lose its root disk, while the provider "
