@@ -2,8 +2,9 @@
 node: a new user's first mistakes and the fixes gpuc gives them, the data stack, the train stack,
 a first job with a workdir and requirements, a checkpoint on the bucket, a spot node lost and
 replaced, the job resumed on the new node from that checkpoint, a scale-up by a config change,
-`pulumi destroy` of the compute stack, `gpuc sweep` finding nothing, and the dataset and
-checkpoints still in the bucket. Later features extend it.
+`pulumi destroy` of the compute stack, `gpuc sweep` finding nothing, the dataset and
+checkpoints still in the bucket, and serving the model: a service no one may call by accident,
+behind AWS WAF, with a key that never shows, a zone swap that applies. Later features extend it.
 
 Real: the program's own plan (the mock engine) for each stack and change, whose resources are
 what the simulated `pulumi up` creates in moto and `pulumi destroy` removes (the user data, the
@@ -37,6 +38,7 @@ from gpu_cluster.infra.fixes import apply_fix
 from gpu_cluster.infra.overrides import stack_config
 from gpu_cluster.infra.plan.destroy import destroy, stop_paying_command
 from gpu_cluster.infra.plan.engine import Plan, run_plan
+from gpu_cluster.infra.plan.render import preview_json
 
 TRAIN_IDS = stack_names("train", REGION)  # the program's and gpuc's names of stack train
 
@@ -257,6 +259,51 @@ def first_mistakes() -> None:
     assert json.loads(fixed.config["gpu-cluster:budget"])["monthlyUsd"] == 300
 
 
+USERS_NETWORK = "198.51.100.0/24"
+API_KEY = "journey-key-0123456789abcdef"
+
+
+def serve_the_model(endpoint: str, bucket: str) -> None:
+    """10. Serving the model (issue 30): the inference stage without `access` is refused, and
+    its fix, with the user's network filled in, plans; the listener's group admits that network
+    only; AWS WAF guards the load balancer; a key set with --secret never shows in the plan's
+    JSON; swapping the second zone applies in one update."""
+    config = stack_config("inference", [])
+    settings = json.loads(config["gpu-cluster:inference"])
+    settings.pop("access")
+    config["gpu-cluster:inference"] = json.dumps(settings)
+    refused = run_plan("inference", config)
+    assert isinstance(refused.error, ConfigError), refused.error
+    (problem,) = refused.error.problems
+    assert problem.path == "gpu-cluster:inference.access" and "internet" in problem.problem
+    fix = problem.fix.replace("<your network CIDR>", USERS_NETWORK)
+    served = run_plan("inference", apply_fix(config, fix))
+    assert served.error is None, served.error
+    policies = [served.state(r)["policy"] for r in served.of_type("aws:iam/rolePolicy:RolePolicy")]
+    assert any(f"arn:aws:s3:::{bucket}" in p for p in policies if isinstance(p, str))
+    balancer_group = served.named("inference-service-alb-sg").urn
+    ingress = [
+        served.state(r)
+        for r in served.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if r.property_dependencies.get("securityGroupId") == (balancer_group,)
+    ]
+    sources = {r.get("cidrIpv4") for r in ingress}
+    assert sources == {USERS_NETWORK}, sources
+    association = one(served, "aws:wafv2/webAclAssociation:WebAclAssociation")
+    balancer = one(served, "aws:lb/loadBalancer:LoadBalancer")
+    assert association["resourceArn"] == balancer["arn"]
+    settings["access"] = {"cidrs": [USERS_NETWORK], "apiKeys": [API_KEY]}
+    config["gpu-cluster:inference"] = json.dumps(settings)
+    keyed = run_plan("inference", config, secret_keys=["gpu-cluster:inference"])
+    assert keyed.error is None, keyed.error
+    assert API_KEY not in json.dumps(preview_json(keyed))
+    swap = gpuc_at(
+        endpoint, "diff", "--stack", "inference",
+        "--set-path", "inference.availabilityZones[1]=us-east-1c",
+    )  # fmt: skip
+    assert swap.returncode == 0 and "The change applies as planned." in swap.stdout, swap.stdout
+
+
 def test_a_users_whole_path(moto_server, tmp_path):
     deploy = Deployment(moto_server)
     first_mistakes()
@@ -383,5 +430,6 @@ def test_a_users_whole_path(moto_server, tmp_path):
             DATASET
         )
         assert (saved() or {})["step"] >= at_notice
+        serve_the_model(moto_server, bucket)
     finally:
         cluster.close()
