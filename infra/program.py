@@ -120,10 +120,21 @@ def cluster_secrets(names: tuple[str, ...]) -> dict[str, pulumi.Input[str]]:
     return {name: values.apply(lambda v, name=name: secret_value(v, name)) for name in names}
 
 
-def smoke_test_command(url: str, kind: str, readiness: str) -> str:
-    """Readiness, then one inference request (Triton's model list, or vLLM's models)."""
+API_KEY_VARIABLE = "GPUC_API_KEY"
+
+
+def smoke_test_command(url: str, kind: str, readiness: str, api_key_header: str | None) -> str:
+    """Readiness, then one inference request (Triton's model list, or vLLM's models), for a
+    shell (`bash -c "$(pulumi stack output smokeTestCommand)"`). With API keys the web ACL
+    answers 401 without one: the requests carry the header from $GPUC_API_KEY (never the key)."""
     probe = f"{url}/v2/repository/index -X POST" if kind == "triton" else f"{url}/v1/models"
-    return f"curl -fsS {url}{readiness} && curl -fsS {probe}"
+    curl = "curl -fsS"
+    if api_key_header:
+        curl += (
+            f' -H "{api_key_header}: ${{{API_KEY_VARIABLE}:?set {API_KEY_VARIABLE} to one of '
+            'inference.access.apiKeys}"'
+        )
+    return f"{curl} {url}{readiness} && {curl} {probe}"
 
 
 def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
@@ -183,7 +194,12 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
     pulumi.export(
         "smokeTestCommand",
         stack.url.apply(
-            lambda url: smoke_test_command(url, serving.server_kind, serving.readiness_path)
+            lambda url: smoke_test_command(
+                url,
+                serving.server_kind,
+                serving.readiness_path,
+                serving.access.api_key_header if serving.access.api_keys else None,
+            )
         ),
     )
     pulumi.export("costControls", spec.cost_controls.describe())

@@ -650,3 +650,39 @@ def test_rotating_a_key_changes_no_resource_but_the_web_acls_rules():
     assert [plan.outputs["serving"]["access"]["apiKeys"] for plan in plans] == [1, 2, 1]
     for plan in plans:
         assert old not in everything_shown(plan) and new not in everything_shown(plan)
+
+
+# --- the smoke test a user runs -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["api keys", "networks only"])
+def test_the_smoke_test_runs_in_a_shell_with_the_key_from_the_environment(tmp_path, keyed):
+    """`bash -c "$(pulumi stack output smokeTestCommand)"`: both requests run, with the key
+    header from $GPUC_API_KEY when the web ACL wants one (the key itself is never in the
+    output), and a clear stop when the variable is unset."""
+    import subprocess
+
+    from gpu_cluster.infra.program import smoke_test_command
+
+    stub = tmp_path / "curl"
+    stub.write_text('#!/bin/sh\nprintf "%s|" "$@" >> "$CALLS"; echo >> "$CALLS"\n')
+    stub.chmod(0o755)
+    command = smoke_test_command(
+        "https://api.example.com", "triton", "/v2/health/ready", "x-api-key" if keyed else None
+    )
+    assert SECRET_KEY not in command
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "CALLS": str(tmp_path / "calls")}
+    ran = subprocess.run(
+        ["bash", "-c", command], env={**env, "GPUC_API_KEY": SECRET_KEY}, capture_output=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2  # the readiness check, then the request (&& ran in the shell)
+    for call in calls:
+        assert (f"-H|x-api-key: {SECRET_KEY}|" in call) == keyed, call
+    assert calls[1].count("https://api.example.com/v2/repository/index") == 1
+    if keyed:
+        (tmp_path / "calls").unlink()
+        unset = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True)
+        assert unset.returncode != 0 and "set GPUC_API_KEY" in unset.stderr
+        assert not (tmp_path / "calls").exists()
