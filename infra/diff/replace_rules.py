@@ -146,6 +146,15 @@ REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
         "vpcId",
     ),
     "aws:lb/listener:Listener": ("loadBalancerArn",),
+    # wafv2/web_acl.go (name, name_prefix, scope), web_acl_association.go (both arguments: the
+    # resource has no update), web_acl_logging_configuration.go (log_destination_configs,
+    # resource_arn; redacted fields and filters update in place with PutLoggingConfiguration)
+    "aws:wafv2/webAcl:WebAcl": ("name", "namePrefix", "scope"),
+    "aws:wafv2/webAclAssociation:WebAclAssociation": ("resourceArn", "webAclArn"),
+    "aws:wafv2/webAclLoggingConfiguration:WebAclLoggingConfiguration": (
+        "logDestinationConfigs",
+        "resourceArn",
+    ),
     "aws:acm/certificate:Certificate": (
         "domainName",
         "subjectAlternativeNames",
