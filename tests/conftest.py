@@ -6,6 +6,8 @@ import json
 import os
 import stat
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import botocore_limits
@@ -219,3 +221,22 @@ def gpuc_at(endpoint: str, *args: str):
         text=True,
         timeout=120,
     )
+
+
+@pytest.fixture
+def ready_server():
+    """What answers the server's readiness path on 127.0.0.1 once the container runs."""
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/v2/health/ready" else 404)
+            self.end_headers()
+
+        def log_message(self, format, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()

@@ -7,8 +7,6 @@ import json
 import re
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from boot_fakes import FakeImds
@@ -258,25 +256,6 @@ def test_batching_leaves_unbatched_models_and_ensembles_alone_and_caps_sizes(tmp
 def imds():
     with FakeImds(instance_type="g4dn.xlarge") as server:
         yield server
-
-
-@pytest.fixture
-def ready_server():
-    """What answers the server's readiness path on 127.0.0.1 once the container runs."""
-
-    class Ready(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200 if self.path == "/v2/health/ready" else 404)
-            self.end_headers()
-
-        def log_message(self, format, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Ready)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 def serving_boot(port: int = 8000, metrics_port: int | None = None) -> ServingBoot:
