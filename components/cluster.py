@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
+from gpu_cluster.components.bandwidth import bus_bandwidth_model, expected_busbw
 from gpu_cluster.components.boot_bundle import boot_bundle, bundle_key
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout
@@ -30,7 +31,7 @@ from gpu_cluster.components.names import (
 )
 from gpu_cluster.components.naming import CLUSTER_TAG, child_name
 from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
-from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout, node_network_gbps
+from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout
 from gpu_cluster.components.node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpu_cluster.components.policies import (
     gang_stop_policy,
@@ -228,8 +229,9 @@ class GpuCluster(pulumi.ComponentResource):
             lustre_target = self.lustre.mount_target
         job_files = self._job_files(name, ids, args, child, bucket_name)
         gpus_per_node = args.facts.processes_per_node
-        # all-reduce across nodes cannot beat the node's network (nccl-tests' busbw, GB/s)
-        self.expected_busbw_gbytes = node_network_gbps(args.facts, args.efa) / 8
+        # what the all-reduce bench should reach, measured or derived (components/bandwidth.py)
+        self.busbw = expected_busbw(args.facts, args.node_count, args.efa)
+        self.expected_busbw_gbytes = self.busbw.gbytes_per_s
         efa_interfaces = efa_interface_count(nic_layout(args.facts, args.efa))
         self.nodes = GpuNodeGroup(
             child_name(name, "nodes"),
@@ -263,6 +265,8 @@ class GpuCluster(pulumi.ComponentResource):
                             row_remapping=has_row_remapping(args.facts.gpu_model),
                             internet=args.nat_gateway,
                             expected_busbw_gbytes=self.expected_busbw_gbytes,
+                            busbw_pass_gbytes=self.busbw.pass_gbytes_per_s,
+                            bench_max_bytes=self.busbw.message_bytes,
                             lustre_target=values[1],
                             secrets_path=secrets_path(ids) if args.secrets else "",
                             jobs_log_group=jobs_log_group(ids),
@@ -311,9 +315,7 @@ class GpuCluster(pulumi.ComponentResource):
         )
         if self.cost_controls.topic is not None:
             arn = pulumi.Output.all(partition, identity.account_id).apply(
-                lambda v: secrets_path_arn(
-                    v[0], args.region, v[1], replacements_parameter(ids)
-                )
+                lambda v: secrets_path_arn(v[0], args.region, v[1], replacements_parameter(ids))
             )
             self._node_alerts_access(name, ids, args, child, self.cost_controls.topic, arn)
             if args.cost_controls.gang_timeout_minutes:
@@ -335,6 +337,7 @@ class GpuCluster(pulumi.ComponentResource):
             "amiName": self.ami.name,
             "efaInterfacesPerNode": self.efa_interfaces_per_node,
             "expectedBusBandwidthGBps": self.expected_busbw_gbytes,
+            "busBandwidthModel": bus_bandwidth_model(self.busbw),
         }
         if self.node_group_name is not None:  # an Auto Scaling group: nodes come and go
             group = self.node_group_name

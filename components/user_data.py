@@ -60,7 +60,9 @@ class BootConfig:
     spot: bool = False
     nvswitch: bool = False  # the type's GPUs hang off NVSwitch: the fabric manager must run
     nvswitch_pci_id: str = ""  # how lspci lists that NVSwitch ("" where it does not)
-    expected_busbw_gbytes: float = 0.0  # all-reduce bus bandwidth the network allows
+    expected_busbw_gbytes: float = 0.0  # all-reduce busbw a healthy run reaches (bandwidth.py)
+    busbw_pass_gbytes: float = 0.0  # the bench fails under it (0: it only reports)
+    bench_max_bytes: int = 2**30  # the bench's largest message: the plateau
     lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
     secrets_path: str = ""  # the SSM hierarchy of the cluster's secrets ("" for none)
     jobs_log_group: str = ""  # where the CloudWatch agent ships the jobs' output ("" for none)
@@ -257,6 +259,8 @@ def render_user_data(boot: BootConfig) -> str:
         "ROW_REMAP": "true" if boot.row_remapping else "false",
         "INTERNET": "true" if boot.internet else "false",
         "EXPECTED_BUSBW_GBPS": f"{boot.expected_busbw_gbytes:g}",
+        "EXPECTED_BUSBW_PASS_GBPS": f"{boot.busbw_pass_gbytes:g}",
+        "BENCH_MAX_BYTES": str(boot.bench_max_bytes),
         "SECRETS_PATH": shlex.quote(boot.secrets_path),
         "JOB_USER": JOB_USER,
         "JOBS_LOG_GROUP": shlex.quote(boot.jobs_log_group),

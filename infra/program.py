@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_aws as aws
 
+from gpu_cluster.components.bandwidth import bus_bandwidth_model
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
 from gpu_cluster.components.data_vault import DataVault, DataVaultArgs
@@ -303,6 +304,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("totalGpus", cluster.total_gpus)
     pulumi.export("efaInterfacesPerNode", cluster.efa_interfaces_per_node)
     pulumi.export("expectedBusBandwidthGBps", cluster.expected_busbw_gbytes)
+    pulumi.export("busBandwidthModel", bus_bandwidth_model(cluster.busbw))
     pulumi.export("healthCheck", "instance tag gpu-cluster:health, metric gpu-cluster/NodeHealthy")
     pulumi.export("nodeStorage", node_storage(spec))
     if cluster.lustre is not None:

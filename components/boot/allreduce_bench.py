@@ -1,15 +1,23 @@
 # gpu-cluster: measure all-reduce bus bandwidth across the cluster with NCCL (through PyTorch,
 # so it runs with the same rendezvous as training: `gpuc-torchrun <this file>`).
 # Bus bandwidth is what nccl-tests reports: algorithm bandwidth x 2(n-1)/n, n = ranks.
+# Sizes double from 1 MiB up to the plateau the model names (GPUC_BENCH_MAX_BYTES: p5 still
+# climbs at 1 GiB and levels off at 16 GiB in AWS's runs). Rank 0 prints a table, then one
+# line `GPUC_NCCL_RESULT {json}` (gpuc nccl-test reads it), and fails (exit 1) when the
+# largest size's busbw is under the pass line (GPUC_BUSBW_THRESHOLD_GBPS, else the node's
+# GPUC_EXPECTED_BUSBW_PASS_GBPS; none set: it only reports).
+# GPUC_BENCH_BACKEND=gloo runs it on CPUs (the tests: the same torchrun, the same result line).
 # (Comments, not docstrings: the node's user data carries this file without its comments.)
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 
-SIZES = [2**p for p in range(20, 31, 2)]  # 1 MiB .. 1 GiB of float32/bfloat16 payload
 WARMUP, ITERATIONS = 5, 20
+SMALLEST = 2**20
 
 
 def bus_bandwidth_gbytes(size_bytes: int, seconds: float, ranks: int) -> float:
@@ -17,32 +25,81 @@ def bus_bandwidth_gbytes(size_bytes: int, seconds: float, ranks: int) -> float:
     return size_bytes / seconds * 2 * (ranks - 1) / ranks / 1e9
 
 
-def main() -> None:
+def sizes(largest: int) -> list[int]:
+    out = [SMALLEST]
+    while out[-1] * 2 <= largest:
+        out.append(out[-1] * 2)
+    return out
+
+
+def pass_line(env: dict[str, str]) -> float | None:
+    for name in ("GPUC_BUSBW_THRESHOLD_GBPS", "GPUC_EXPECTED_BUSBW_PASS_GBPS"):
+        value = env.get(name, "")
+        try:
+            if float(value) > 0:
+                return float(value)
+        except ValueError:
+            continue
+    return None
+
+
+def verdict(ranks: int, nodes: int, size: int, busbw: float, threshold: float | None) -> dict:
+    passed = threshold is None or busbw >= threshold
+    return {
+        "ranks": ranks,
+        "nodes": nodes,
+        "bytes": size,
+        "busbw": round(busbw, 2),
+        "threshold": threshold,
+        "pass": passed,
+    }
+
+
+def main() -> int:
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("nccl")
+    backend = os.environ.get("GPUC_BENCH_BACKEND", "nccl")
+    dist.init_process_group(backend)
     rank, ranks = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    expected = os.environ.get("GPUC_EXPECTED_BUSBW_GBPS", "?")
+    device = "cuda" if backend == "nccl" else "cpu"
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    sync = torch.cuda.synchronize if device == "cuda" else dist.barrier
+    nodes = max(1, ranks // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", ranks))))
+    largest = int(os.environ.get("GPUC_BENCH_MAX_BYTES", str(2**30)))
+    threshold = pass_line(dict(os.environ))
     if rank == 0:
-        print(f"all-reduce over {ranks} GPUs; inter-node network limit ~{expected} GB/s")
+        expected = os.environ.get("GPUC_EXPECTED_BUSBW_GBPS", "?")
+        print(
+            f"all-reduce over {ranks} GPUs on {nodes} node(s); expected ~{expected} GB/s, "
+            f"pass line {threshold if threshold is not None else 'none'} GB/s"
+        )
         print(f"{'bytes':>14}{'time ms':>10}{'busbw GB/s':>12}")
-    for size in SIZES:
-        tensor = torch.ones(size // 2, dtype=torch.bfloat16, device="cuda")
+    busbw, size = 0.0, SMALLEST
+    for size in sizes(largest):
+        tensor = torch.ones(size // 2, dtype=torch.bfloat16, device=device)
         for _ in range(WARMUP):
             dist.all_reduce(tensor)
-        torch.cuda.synchronize()
+        sync()
         start = time.perf_counter()
         for _ in range(ITERATIONS):
             dist.all_reduce(tensor)
-        torch.cuda.synchronize()
+        sync()
         seconds = (time.perf_counter() - start) / ITERATIONS
+        busbw = bus_bandwidth_gbytes(size, seconds, ranks)
+        del tensor
         if rank == 0:
-            busbw = bus_bandwidth_gbytes(size, seconds, ranks)
             print(f"{size:>14}{seconds * 1e3:>10.2f}{busbw:>12.2f}")
     dist.destroy_process_group()
+    if rank != 0:
+        return 0
+    result = verdict(ranks, nodes, size, busbw, threshold)
+    print("GPUC_NCCL_RESULT " + json.dumps(result), flush=True)
+    if not result["pass"]:
+        print(f"FAIL: {busbw:.1f} GB/s is under the pass line {threshold} GB/s", file=sys.stderr)
+    return 0 if result["pass"] else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

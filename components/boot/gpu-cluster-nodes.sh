@@ -130,6 +130,8 @@ printf '%s\n' "$NODES" > "$nodes_tmp" && chmod 644 "$nodes_tmp" && mv "$nodes_tm
   echo "DATA_BUCKET=$DATA_BUCKET"
   echo "SCRATCH=$SCRATCH"
   echo "GPUC_EXPECTED_BUSBW_GBPS=$EXPECTED_BUSBW_GBPS"
+  echo "GPUC_EXPECTED_BUSBW_PASS_GBPS=${EXPECTED_BUSBW_PASS_GBPS:-0}"
+  echo "GPUC_BENCH_MAX_BYTES=${BENCH_MAX_BYTES:-1073741824}"
   echo "GPUC_CHECKPOINT_FILE=${RUN#"$R"}/checkpoint-now"
   # EFA: libfabric >= 1.18 and aws-ofi-nccl >= 1.7 (on every current Deep Learning AMI) turn
   # on RDMA read where the device has it; FI_EFA_USE_DEVICE_RDMA=1 on a device without it

@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from gpu_cluster.components.bandwidth import bus_bandwidth_model, expected_busbw
 from gpu_cluster.infra.cost.model import estimate_cluster
 from gpu_cluster.infra.estimate.model import (
     GRADIENT_BYTES,
     Workload,
+    busbw_allreduce_seconds,
     flat_ring_allreduce_seconds,
     memory_fit,
     node_network_gbps,
@@ -49,18 +51,23 @@ def report(spec: ResolvedCluster, work: Workload, with_claims: bool = False) -> 
             "usd": seconds / 3600 * hourly,
         }
     _, nvme_basis = nvme_read_bytes_per_second(facts)
+    busbw = expected_busbw(facts, nodes, spec.efa)
     fit = memory_fit(facts, nodes, work.model_params)
     return {
         "stack": spec.stack,
         "cluster": f"{nodes} x {facts.instance_type} ({spec.total_gpus} x {facts.gpu_model})",
         "modelParams": work.model_params,
         "nodeNetworkGbps": gbps,
+        "busBandwidth": bus_bandwidth_model(busbw),
         "allReduce": {
             precision: {
                 "gradientBytes": work.model_params * size,
                 "seconds": steps.allreduce_s[precision],
                 "flatRingSeconds": flat_ring_allreduce_seconds(
                     work.model_params * size, spec.total_gpus if nodes > 1 else 1, gbps
+                ),
+                "secondsAtExpectedBusbw": busbw_allreduce_seconds(
+                    work.model_params * size, facts.gpu_count * nodes, busbw.gbytes_per_s
                 ),
                 **{
                     f"seconds{rate}Gbps": ring_allreduce_seconds(
@@ -128,6 +135,17 @@ def text(doc: dict[str, Any]) -> str:
             f"{row['flatRingSeconds']:>10.3f} s"
             f"{row['seconds10Gbps']:>11.2f} s{row['seconds100Gbps']:>11.3f} s"
         )
+    bus = doc["busBandwidth"]
+    if bus["nodes"] > 1:
+        bf16 = doc["allReduce"]["bf16"]["secondsAtExpectedBusbw"]
+        lines += [
+            "",
+            f"NCCL all-reduce busbw expected on {bus['nodes']} nodes: "
+            f"{bus['gbytesPerSecond']:g} GB/s, {bus['kind']} ({bus['basis']}); the NCCL test "
+            f"fails under {bus['passGbytesPerSecond']:g} GB/s.",
+            f"At that busbw a bf16 gradient all-reduce takes {bf16:.3f} s "
+            "(gradient bytes x 2(P-1)/P / busbw, P = GPUs).",
+        ]
     memory = doc["memory"]
     lines += [
         "",

@@ -39,6 +39,14 @@ def flat_ring_allreduce_seconds(gradient_bytes: float, ranks: float, gbps: float
     return 2 * (ranks - 1) / ranks * gradient_bytes * 8 / (gbps * 1e9)
 
 
+def busbw_allreduce_seconds(gradient_bytes: float, ranks: int, busbw_gbytes: float) -> float:
+    """nccl-tests' definition read backwards: busbw = algbw x 2(P-1)/P and algbw = bytes / time,
+    so time = bytes x 2(P-1)/P / busbw."""
+    if ranks < 2 or busbw_gbytes <= 0:
+        return 0.0
+    return gradient_bytes * 2 * (ranks - 1) / ranks / (busbw_gbytes * 1e9)
+
+
 # Mixed-precision Adam (the ZeRO paper's accounting, Rajbhandari et al. 2020, section 3.1):
 # bf16 weights 2 + bf16 gradients 2 + fp32 master weights 4 + Adam momentum 4 + variance 4.
 TRAINING_BYTES_PER_PARAM = 16

@@ -192,9 +192,12 @@ def text_tree(plan: Plan) -> str:
             lines.append(f"FSx for Lustre: {lustre}")
         lines.append(f"Health check at boot and every minute: {outputs['healthCheck']}")
     if "ncclTestCommand" in outputs:
+        model = outputs.get("busBandwidthModel") or {}
         lines.append(
-            "NCCL test: `pulumi stack output ncclTestCommand` (all-reduce bus bandwidth; the "
-            f"network allows ~{outputs['expectedBusBandwidthGBps']:g} GB/s)"
+            "NCCL test: `pulumi stack output ncclTestCommand` or `gpuc nccl-test` (all-reduce "
+            f"bus bandwidth: expect ~{outputs['expectedBusBandwidthGBps']:g} GB/s, "
+            f"{model.get('kind', 'derived')}; it fails under "
+            f"{model.get('passGbytesPerSecond', 0):g} GB/s)"
         )
     # the summary reads this project's own outputs; another program's are listed below
     if "url" in outputs and "serving" in outputs:
