@@ -121,6 +121,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return command_cancel(args.stack, cluster, region, args.job, args.json)
 
 
+def cmd_nccl_test(args: argparse.Namespace) -> int:
+    from gpu_cluster.infra.aws.nccl_command import command_nccl_test
+    from gpu_cluster.infra.outcome import load_cluster_spec
+
+    cluster, region, _ = job_target(args.stack, args.region)
+    spec = load_cluster_spec(args.stack)
+    return command_nccl_test(
+        args.stack, cluster, region, spec.facts, spec.efa, args.pairwise, args.json
+    )
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.resume import run_resume
 
@@ -714,6 +725,23 @@ def parser() -> argparse.ArgumentParser:
     cancel.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
     cancel.add_argument("--json", action="store_true")
     cancel.set_defaults(func=cmd_cancel)
+    nccl = sub.add_parser(
+        "nccl-test",
+        help="all-reduce bus bandwidth on a stack's running nodes, or in pairs (needs AWS)",
+        description="Run the NCCL all-reduce bench on every running node of a stack at once and "
+        "hold its bus bandwidth against the model's pass line for that many nodes; with "
+        "--pairwise, run it on pairs (each node twice, with different partners) and name the "
+        "slow node. Exit 5 when a run is under its line, a node is named or lost.",
+    )
+    nccl.add_argument("--stack", "-s", required=True)
+    nccl.add_argument(
+        "--pairwise",
+        action="store_true",
+        help="pairs in rounds, each node measured at least twice: names the slow node(s)",
+    )
+    nccl.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")
+    nccl.add_argument("--json", action="store_true")
+    nccl.set_defaults(func=cmd_nccl_test)
     status = sub.add_parser("status", help="what runs now for this project (needs AWS)")
     status.add_argument("--stack", "-s", help="only this stack (or cluster)")
     status.add_argument("--region", help="default: the stack file's aws:region, else us-east-1")

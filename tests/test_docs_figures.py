@@ -371,6 +371,7 @@ CALLERS = {
     "job_image": "gpuc run, jobs, logs, cancel",
     "jobs": "gpuc run, jobs, logs, cancel",
     "workdir": "gpuc run, jobs, logs, cancel",
+    "nccl_test": "gpuc nccl-test",
     "network_facts": "pulumi up, gpuc preflight (your own VPC)",
     "reservations": "pulumi up, gpuc preflight (a reservation or Capacity Block)",
     "preflight": "gpuc preflight",
@@ -388,12 +389,14 @@ EXTRA = {
     "sweep_network": ["ec2:RevokeSecurityGroupIngress", "ec2:RevokeSecurityGroupEgress"],
     "preflight": ["ec2:RunInstances", "s3:ListBucket"],  # the DryRun; HeadBucket's permission
     "catalog_refresh": ["ec2:DescribeAvailabilityZones"],
+    "nccl_test": ["ssm:DescribeInstanceInformation"],  # jobs.unreachable: is SSM's agent online
 }
 EXTRA_EVIDENCE = {
     "network_facts": ["DescribeVpcs", "DescribeSubnets", "DescribeSecurityGroups"],
     "sweep_network": ["RevokeSecurityGroupIngress", "RevokeSecurityGroupEgress"],
     "preflight": ["run_instances(", "head_bucket("],
     "catalog_refresh": ["describe_availability_zones("],
+    "nccl_test": ["unreachable("],
 }
 
 
