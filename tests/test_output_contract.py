@@ -209,6 +209,8 @@ RUNS = [
     Run(("logs", *TRAIN, "--job", "pretrain"), OK, a_job, lines=True),
     Run(("logs", *TRAIN, "--job", "nope"), INPUT, a_job, why="no such job"),
     Run(("cancel", *TRAIN, "--job", "pretrain"), OK, a_job),
+    Run(("nccl-test", *TRAIN), FINDINGS, fleet, why="moto runs no bench: no figure is a finding"),
+    Run(("nccl-test", *TRAIN, "--pairwise"), AWS, why="no node runs"),
     Run(("resume", *TRAIN), OK),
     Run(("capacity-block", "offerings", *TRAIN, "--hours", "48"), OK, offerings),
     Run(("capacity-block", "purchase", "cb-0bbbbbbbbbbbbbbbb", "--yes"), OK, bought),
@@ -348,6 +350,7 @@ def region_commands() -> dict[str, list[str]]:
         "gpuc logs": [*TRAIN, "--job", "pretrain"],
         "gpuc cancel": [*TRAIN, "--job", "pretrain"],
         "gpuc sweep": [*TRAIN],
+        "gpuc nccl-test": [*TRAIN],
         "gpuc capacity-block purchase": ["cb-0bbbbbbbbbbbbbbbb", "--yes"],
     }
     return {
@@ -363,6 +366,7 @@ def test_the_region_commands_are_the_ones_expected():
         "gpuc jobs",
         "gpuc logs",
         "gpuc cancel",
+        "gpuc nccl-test",
         "gpuc status",
         "gpuc sweep",
         "gpuc capacity-block purchase",

@@ -193,6 +193,8 @@ def node_state(node: str, run: Pairwise) -> str:
         return "lost"
     if node in run.verdict.inconclusive:
         return "inconclusive"
+    if all(r.busbw is None for r in per_node(run).get(node, [])):
+        return "no figure"
     return "ok"
 
 
@@ -281,8 +283,17 @@ def verdict_lines(stack: str, run: Pairwise) -> list[str]:
             "run it again"
         )
     lines += [f"lost: {node}: {why}" for node, why in run.lost.nodes.items()]
-    if pairwise_passed(run):
-        lines.append("PASS: every pair reached the line")
+    unmeasured = [r for results in run.rounds for r in results if r.busbw is None]
+    if unmeasured:
+        lines.append(
+            f"no figure from {len(unmeasured)} pair(s): each says why above (each node's status "
+            "and the last line it printed)"
+        )
+    lines.append(
+        "PASS: every pair reached the line"
+        if pairwise_passed(run)
+        else f"FAIL: see above; each node's health: gpuc status --stack {stack}"
+    )
     return lines
 
 
