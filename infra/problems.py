@@ -37,7 +37,8 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "FINDINGS",
         "the command ran and found a problem to fix (`gpuc audit`: a failing control; `gpuc "
         "diff`: a change that cannot be applied as is; `gpuc preflight`: a failing check; `gpuc "
-        "sweep`: resources left behind)",
+        "sweep`: resources left behind; `gpuc nccl-test`: a run under its pass line, a slow or "
+        "lost node)",
     ),
 }
 

@@ -254,7 +254,7 @@ def pairwise_report(stack: str, run: Pairwise, expectation: BusbwExpectation, as
             mark = "" if r.busbw is None else ("  pass" if r.busbw >= line else "  SLOW")
             why = f"  ({r.why})" if r.busbw is None else ""
             print(f"  round {r.round}  {r.nodes[0]} + {r.nodes[1]}  {figure(r.busbw)}{mark}{why}")
-    print("node                 state         with (partner: busbw)")
+    print(f"  {'node':<20} {'state':<13} with (partner: busbw)")
     for node, results in nodes.items():
         pairs = ", ".join(f"{r.partner(node)}: {figure(r.busbw)}" for r in results)
         print(f"  {node:<20} {node_state(node, run):<13} {pairs}")
