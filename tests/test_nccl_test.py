@@ -575,3 +575,17 @@ def test_gpuc_nccl_test_pairwise_names_the_slow_node_of_the_stacks_nodes(capsys,
 def test_gpuc_nccl_test_refuses_the_data_stack(capsys):
     assert cli.main(["nccl-test", "--stack", "data"]) == INPUT
     assert "data stack" in capsys.readouterr().err
+
+
+def test_the_guides_example_output_is_what_the_command_prints(monkeypatch, capsys):
+    """docs/guides/interconnect.md shows a pairwise run of 5 x p4d with one slow node (a plain
+    block: the command needs AWS); the same run, simulated, prints it line for line."""
+    from conftest import ROOT
+
+    names = [f"i-0a1b2c3d4e5f6000{n}" for n in range(1, 6)]
+    nodes = [BenchNode(i, f"10.0.1.{10 + n}", "p4d.24xlarge") for n, i in enumerate(names)]
+    speeds = dict(zip(names, [76.4, 77.9, 41.3, 75.2, 78.0], strict=True))
+    assert fake_command(monkeypatch, nodes, FakeCluster(speeds), True, as_json=False) == FINDINGS
+    page = (ROOT / "docs" / "guides" / "interconnect.md").read_text()
+    for line in capsys.readouterr().out.splitlines():
+        assert f"\n{line}\n" in page, line
