@@ -16,6 +16,7 @@ from gpu_cluster.components.cidr import SubnetLayout
 from gpu_cluster.components.cost_controls import CostControls
 from gpu_cluster.components.datastore import DataStore, DataStoreArgs
 from gpu_cluster.components.jobs import JOB_LOG_RETENTION_DAYS
+from gpu_cluster.components.ec2_topology import supports_topology
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from gpu_cluster.components.names import (
@@ -282,6 +283,7 @@ class GpuCluster(pulumi.ComponentResource):
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,
                     *([self.lustre] if self.lustre else []),
+                            topology=supports_topology(args.facts.instance_type),
                     *self.secrets,
                     *job_files,
                 ],

@@ -207,9 +207,13 @@ def node_access_policy(
             {
                 "Sid": "DiscoverClusterNodes",
                 "Effect": "Allow",
-                # DescribeTags: the CloudWatch agent resolves ${aws:AutoScalingGroupName}
+                # DescribeTags: the CloudWatch agent resolves ${aws:AutoScalingGroupName};
+                # DescribeInstanceTopology: rank order (boot/gpu-cluster-nodes.sh). EC2's
+                # Describe* actions take no resource-level permissions (Service Authorization
+                # Reference, Amazon EC2: no resource types), hence "*"
                 "Action": [
                     "ec2:DescribeInstances",
+                    "ec2:DescribeInstanceTopology",
                     "ec2:DescribeTags",
                     "autoscaling:DescribeAutoScalingGroups",
                 ],

@@ -72,6 +72,7 @@ class BootConfig:
     gang_timeout_seconds: int = 0  # all or nothing (boot/gpu-cluster-nodes.sh); 0: off
     identity: StackIdentity | None = None  # whose names (None: this project's stack `stack`)
 
+    topology: bool = False  # EC2 answers DescribeInstanceTopology for the type (ec2_topology.py)
     @property
     def names(self) -> StackIdentity:
         stack = self.stack or self.cluster
@@ -288,6 +289,7 @@ def render_user_data(boot: BootConfig) -> str:
     # the spot watcher first (a notice may come while the steps run), the timers last
     spot = ("systemctl start gpu-cluster-spot-watch.service",) if boot.spot else ()
     timers = (
+        "TOPOLOGY": "true" if boot.topology else "false",
         "systemctl start gpu-cluster-nodes-refresh.timer gpu-cluster-health-watch.timer"
         " gpu-cluster-activity.timer",
     )

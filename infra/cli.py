@@ -295,11 +295,12 @@ def check_regions(args: argparse.Namespace) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws import client
-    from gpu_cluster.infra.aws.status import list_nodes, orphans
+    from gpu_cluster.infra.aws.status import gang_spans, list_nodes, orphans
     from gpu_cluster.infra.stack_files import available_stacks, project_root
 
     args.region = stack_region(args.stack, args.region)
-    nodes = list_nodes(client("ec2", args.region), args.region)
+    ec2 = client("ec2", args.region)
+    nodes = list_nodes(ec2, args.region)
     if args.stack:
         stack = StackIdentity(DEFAULT_PROJECT, args.stack, args.region, args.stack)
         nodes = [n for n in nodes if n.belongs_to(stack)]
@@ -324,6 +325,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     burn = sum(n.usd_per_hour or 0 for n in nodes)
     print(f"burning about ${burn:,.2f}/hour (${burn * 24:,.0f}/day) at the bundled prices")
+    for line in gang_spans(ec2, nodes):  # EC2 topology (infra/aws/status.py)
+        print(line)
     return OK
 
 

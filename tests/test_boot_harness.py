@@ -205,7 +205,7 @@ def test_nodes_are_listed_oldest_first_and_the_oldest_hosts_the_rendezvous(make_
     ]
     env = node.env_file("/etc/gpu-cluster/torchrun.env")
     assert env["NNODES"] == "3" and env["MASTER_ADDR"] == "10.42.0.30"
-    assert env["NPROC_PER_NODE"] == "8" and env["FI_PROVIDER"] == "efa"
+    assert env["NPROC_PER_NODE"] == "8" and env["NCCL_SOCKET_IFNAME"] == "^lo,docker"
     listing = [c for c in node.aws_calls() if "--filters" in c]
     assert listing and all("Name=tag:gpu-cluster:name,Values=train" in c for c in listing)
     assert all("Name=vpc-id,Values=vpc-0a1b2c3d4e5f60718" in c for c in listing)

@@ -486,7 +486,7 @@ def job_detail(node) -> str:
     ("lines", "why"),
     [
         (SOCKET_LINES, "NCCL uses TCP sockets, not EFA"),
-        ([line.format(nics=1) for line in EFA_LINES], "NCCL uses 1 of 4 EFA interfaces"),
+        ([line.format(nics=1) for line in EFA_LINES], "NCCL found 1 of 4 EFA NICs"),
         (
             [
                 line.replace("efa, fabric is efa-direct", "tcp, fabric is 10.42.0.0/16").format(
@@ -541,7 +541,7 @@ def test_a_slow_network_the_user_accepts_only_warns(make_node):
     nccl_torchrun(node, SOCKET_LINES)
     booted(node)
     log = node.read("/var/log/gpu-cluster/jobs/pretrain.log")
-    assert "gpu-cluster: warning: NCCL uses TCP sockets, not EFA" in log
+    assert "gpu-cluster: warning: slow network: NCCL uses TCP sockets, not EFA" in log
     assert "[pretrain] step 12 loss 2.5" in log and reports(node) == ["running", "done"]
 
 
@@ -752,7 +752,7 @@ def test_older_aws_ofi_nccl_lines_are_read_too(make_node):
         node, ["NET/OFI Selected Provider is efa (found 2 nics)", "Using network AWS Libfabric"]
     )
     booted(node)
-    assert "NCCL uses 2 of 4 EFA interfaces" in job_detail(node)
+    assert "NCCL found 2 of 4 EFA NICs" in job_detail(node)
 
 
 def test_stopping_the_unit_stops_torchrun_and_reports_stopped(make_node):

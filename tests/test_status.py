@@ -104,3 +104,85 @@ def test_status_with_the_endpoint_down_is_an_aws_error_not_an_empty_account():
     assert done.returncode == 4, done.stderr
     assert "no gpu-cluster nodes run" not in done.stdout
     assert "does not answer" in done.stderr
+
+
+# --- EC2 topology: where a stack's gang sits (DescribeInstanceTopology; moto lacks it, so
+# botocore's Stubber answers, each request checked against the service model by conftest) ---
+
+SETS = {
+    "i-0aaa": ["nn-top", "nn-mid", "nn-x"],
+    "i-0bbb": ["nn-top", "nn-mid", "nn-y"],
+    "i-0ccc": ["nn-top", "nn-mid", "nn-x"],
+}
+
+
+def running(instance: str, kind: str = "p5.48xlarge", stack: str = "train"):
+    from gpu_cluster.infra.aws.status import Node
+
+    return Node(instance, stack, stack, kind, "on-demand", "running", "us-east-1a", 1.0, None)
+
+
+def topology_answer(ids: list[str]) -> dict:
+    return {
+        "Instances": [
+            {"InstanceId": i, "InstanceType": "p5.48xlarge", "NetworkNodes": SETS[i]} for i in ids
+        ]
+    }
+
+
+def test_status_says_when_a_gang_spans_network_nodes_and_which_under_which():
+    from botocore.stub import Stubber
+
+    from gpu_cluster.infra.aws.status import gang_spans
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    nodes = [running(i) for i in SETS] + [running("i-0ddd", "g5.12xlarge", "dev")]
+    with Stubber(ec2) as stub:
+        # one request, the ids named (no MaxResults beside them); g5 is never asked about
+        ids = sorted(SETS)
+        stub.add_response("describe_instance_topology", topology_answer(ids), {"InstanceIds": ids})
+        (line,) = gang_spans(ec2, nodes)
+        stub.assert_no_pending_responses()
+    assert line.startswith("train: the gang spans 2 network nodes at the layer closest")
+    assert "nn-x (i-0aaa, i-0ccc), nn-y (i-0bbb)" in line and "under nn-mid" in line
+
+
+def test_status_says_nothing_for_a_gang_under_one_network_node():
+    from botocore.stub import Stubber
+
+    from gpu_cluster.infra.aws.status import gang_spans
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_instance_topology", topology_answer(["i-0aaa", "i-0ccc"]))
+        assert gang_spans(ec2, [running("i-0aaa"), running("i-0ccc")]) == []
+
+
+def test_status_without_the_topology_permission_still_lists_and_says_why():
+    from botocore.stub import Stubber
+
+    from gpu_cluster.infra.aws.status import gang_spans
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_instance_topology", "UnauthorizedOperation", "denied")
+        (line,) = gang_spans(ec2, [running("i-0aaa"), running("i-0bbb")])
+    assert "network topology not read" in line and "ec2:DescribeInstanceTopology" in line
+
+
+def test_status_asks_for_at_most_100_instances_a_request():
+    from botocore.stub import Stubber
+
+    from gpu_cluster.infra.aws.status import node_sets
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    ids = [f"i-{n:017x}" for n in range(150)]
+    with Stubber(ec2) as stub:
+        stub.add_response(
+            "describe_instance_topology", {"Instances": []}, {"InstanceIds": ids[:100]}
+        )
+        stub.add_response(
+            "describe_instance_topology", {"Instances": []}, {"InstanceIds": ids[100:]}
+        )
+        assert node_sets(ec2, [running(i) for i in ids]) == {}
+        stub.assert_no_pending_responses()

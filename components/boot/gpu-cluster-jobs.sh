@@ -134,11 +134,28 @@ rendezvous_host() {
     | sort | awk -v id="$STACK_ID" '($4 == id || $4 == "None") && $5 !~ /^failed/ {print $2, $3; exit}'
 }
 
+# rank_addr ID ADDRESS: what torchrun's --local_addr is: c10d ranks nodes in sorted order of it
+# (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: enumerate(sorted(participants)),
+# a participant ordered by its address first), so this node's name from $ETC/topology (its EC2
+# node set; gpu-cluster-nodes) puts it beside the nodes under its network node. Rank 0 publishes
+# its address as the workers' MASTER_ADDR: the first node of the list keeps its IP, which sorts
+# before every name and resolves everywhere. No topology: the IP, as before.
+rank_addr() {
+  local name
+  name=$(awk -v id="$1" '$3 == id {print $1}' "$ETC/topology" 2>/dev/null)
+  if [ -z "$name" ]; then
+    log "no EC2 topology for $1: ranks follow the addresses"
+    echo "$2"
+  elif [ "$(awk 'NR == 1 {print $3}' "$ETC/topology")" = "$1" ]; then echo "$2"
+  else echo "$name"; fi
+}
+
 # The job's output, each line prefixed with its name (`gpuc logs --job NAME` finds its lines in
 # the node's stream), and NCCL's choice of network checked as it is printed (NCCL_DEBUG=INFO):
 # "Using network Socket" (NVIDIA/nccl src/init.cc), a libfabric provider other than efa, or
 # fewer NICs than the node's EFA interfaces ("NET/OFI Selected provider is efa, fabric is ...
-# (found N nics)", aws-ofi-nccl src/nccl_ofi_net.cpp) stop the job unless
+# (found N nics)", aws-ofi-nccl src/nccl_ofi_net.cpp: one per EFA device, and the launch template
+# attaches EFA_INTERFACES of them, one per EFA card: p5 32, p5en 16, p6-b200 8) stop the job unless
 # GPUC_ALLOW_SLOW_NETWORK=1: the reason goes to the file VERDICT, and `run` stops torchrun
 # (SIGTERM: it stops its workers).
 # torchrun's own lines tell two more things: the store went away (RendezvousConnectionError,
@@ -152,8 +169,10 @@ watch_output() {  # watch_output NAME VERDICT LOST RESTARTS
     -v rails="${EFA_INTERFACES:-0}" -v allow="${GPUC_ALLOW_SLOW_NETWORK:-0}" '
     function slow(why) {
       if (told++) return
-      if (allow == "1") { print "[" job "] gpu-cluster: warning: " why; fflush(); return }
-      print "[" job "] gpu-cluster: stopped: " why " (gpuc jobs says why;" \
+      if (allow == "1") {
+        print "[" job "] gpu-cluster: warning: slow network: " why; fflush(); return
+      }
+      print "[" job "] gpu-cluster: stopped: slow network: " why " (gpuc jobs says why;" \
         " GPUC_ALLOW_SLOW_NETWORK=1 runs anyway)"
       fflush()
       print why > verdict
@@ -168,7 +187,7 @@ watch_output() {  # watch_output NAME VERDICT LOST RESTARTS
       provider = $0; sub(/.*Selected [Pp]rovider is /, "", provider); sub(/[, ].*/, "", provider)
       found = $0; sub(/.*\(found /, "", found); sub(/ nics\).*/, "", found)
       if (provider !~ /^efa/) slow("libfabric provider " provider ", not efa")
-      else if (found + 0 < rails + 0) slow("NCCL uses " found " of " rails " EFA interfaces")
+      else if (found + 0 < rails + 0) slow("NCCL found " found " of " rails " EFA NICs")
     }'
 }
 
@@ -339,7 +358,8 @@ case "${1:-}" in
       [ "${LAUNCH[0]}" != docker ] || docker rm -f "gpuc-job-$name" >/dev/null 2>&1
       GPUC_NNODES="1:${nodes:-1}" GPUC_RDZV_ID="$name-$run" \
         GPUC_RDZV_ENDPOINT="${host#* }:${port:-{{RENDEZVOUS_PORT}}}" \
-        GPUC_RDZV_HOST=$([ "${host%% *}" = "$self" ] && echo 1 || echo 0) GPUC_LOCAL_ADDR="$address" \
+        GPUC_RDZV_HOST=$([ "${host%% *}" = "$self" ] && echo 1 || echo 0) \
+        GPUC_LOCAL_ADDR="$(rank_addr "$self" "$address")" \
         "${LAUNCH[@]}" --max-restarts="${restarts:-3}" "$@" >&"$out" 2>&1 &
       torchrun=$!
       exec {out}>&-

@@ -112,6 +112,28 @@ if [ "$HAVE" -lt "$NODE_COUNT" ] && [ "$ATTEMPTS" -gt 1 ] && [ "${GANG_TIMEOUT:-
   gang_stop "$HAVE"
   give_up "not all nodes launched: the group is scaled to 0"
 fi
+# EC2 topology (types in components/data/ec2_topology.json): $ETC/topology lists each running
+# node's name for torchrun's --local_addr, its node set top-down then its id (components/
+# ec2_topology.py rank_name), sorted: c10d ranks nodes by that address, so neighbours under a
+# network node get neighbouring ranks (gpu-cluster-jobs). /etc/hosts maps the names to the
+# addresses. A node set never changes while a node runs: only a new node is looked up. A
+# failure keeps the last files and today's order (addresses).
+topology() {
+  local rows ids
+  ids=$(awk '{print $3}' <<<"$NODES" | sort)
+  [ "$ids" = "$(awk '{print $3}' "$ETC/topology" 2>/dev/null | sort)" ] && return 0
+  rows=$(xargs -n 100 aws ec2 describe-instance-topology --region "$REGION" --output text \
+    --query "Instances[?NetworkNodes].[InstanceId,join('.',NetworkNodes)]" --instance-ids \
+    <<<"$ids") || return 1
+  awk 'NR == FNR {ip[$3] = $2; next} $1 in ip {print "gpuc-" tolower($2 "." $1), ip[$1], $1}' \
+    <(printf '%s\n' "$NODES") <(printf '%s\n' "$rows") | LC_ALL=C sort > "$ETC/topology.new" \
+    && mv "$ETC/topology.new" "$ETC/topology" || return 1
+  { grep -v ' # gpu-cluster$' "$R/etc/hosts" 2>/dev/null; awk '{print $2, $1, "# gpu-cluster"}' \
+    "$ETC/topology"; } > "$RUN/hosts" && cat "$RUN/hosts" > "$R/etc/hosts"
+}
+if [ "${TOPOLOGY:-false}" = true ] && [ "$(grep -c . <<<"$NODES")" -gt 1 ]; then
+  topology || log "no EC2 topology (DescribeInstanceTopology): ranks follow the addresses"
+fi
 NODE_RANK=$(awk -v self="$SELF" '$3 == self {print $1}' <<<"$NODES")
 MASTER_ADDR=$(awk '$1 == 0 {print $2}' <<<"$NODES")
 [ -n "$MASTER_ADDR" ] || give_up "no address for the first node"
@@ -133,11 +155,10 @@ printf '%s\n' "$NODES" > "$nodes_tmp" && chmod 644 "$nodes_tmp" && mv "$nodes_tm
   echo "GPUC_EXPECTED_BUSBW_PASS_GBPS=${EXPECTED_BUSBW_PASS_GBPS:-0}"
   echo "GPUC_BENCH_MAX_BYTES=${BENCH_MAX_BYTES:-1073741824}"
   echo "GPUC_CHECKPOINT_FILE=${RUN#"$R"}/checkpoint-now"
-  # EFA: libfabric >= 1.18 and aws-ofi-nccl >= 1.7 (on every current Deep Learning AMI) turn
-  # on RDMA read where the device has it; FI_EFA_USE_DEVICE_RDMA=1 on a device without it
-  # (g4dn, g5, g6) aborts the job, so it is never set.
+  # EFA: nothing the aws-ofi-nccl plugin sets itself per instance type (components/data/
+  # aws_ofi_nccl_env.json: FI_PROVIDER, FI_EFA_USE_DEVICE_RDMA, NCCL_PROTO, buffer sizes...).
+  # NCCL_SOCKET_IFNAME is NCCL's own (bootstrap sockets), not the plugin's.
   if [ "$EFA_INTERFACES" -gt 0 ]; then
-    echo "FI_PROVIDER=efa"
     echo "NCCL_SOCKET_IFNAME=^lo,docker"
   fi
 } > "$env_tmp" && chmod 644 "$env_tmp" && mv "$env_tmp" "$ETC/torchrun.env"

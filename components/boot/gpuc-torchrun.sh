@@ -40,8 +40,9 @@ fi
 # A job (gpu-cluster-jobs) brings its own rendezvous: its id, its port, the host it picked and
 # whether this node is that host (is_host: never guessed from the address, which misses the
 # secondary interfaces of an EFA node; torch's c10d backend otherwise matches hostnames), and
-# the address the others reach this node's agent at (its primary private IP; torch otherwise
-# takes the host name).
+# this node's --local_addr: its primary private IP, or on a type with EC2 topology its name from
+# /etc/gpu-cluster/topology (c10d ranks nodes in sorted order of it: gpu-cluster-jobs rank_addr;
+# torch otherwise takes the host name).
 # A node joining a running job (scale-up) waits forever for a MASTER_ADDR the others never
 # write when the rendezvous TCP store is shared with the workers (torch 2.x dynamic_rendezvous
 # next_rendezvous: only a first rendezvous or a new rank 0 rebuilds it; seen with torch 2.13 in

@@ -149,7 +149,7 @@ SLOW_NETWORK_WHY = {
         "libfabric did not find the EFA devices (FI_PROVIDER set to another provider, or a "
         "container started without /dev/infiniband)"
     ),
-    "EFA interfaces": (
+    "EFA NICs": (
         "the job sees only some of the node's EFA devices: a container given only some "
         "/dev/infiniband/uverbs* devices, or NCCL_IB_HCA/FI_EFA_IFACE limiting them; "
         "all-reduce runs at that fraction of the node's bandwidth (SkyPilot #8391)"

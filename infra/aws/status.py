@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from gpu_cluster.components.ec2_topology import gang_span, id_batches, supports_topology
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.components.naming import (
     CLUSTER_TAG,
@@ -15,7 +16,7 @@ from gpu_cluster.components.naming import (
     STACK_ID_TAG,
     STACK_TAG,
 )
-from gpu_cluster.infra.aws import paginate
+from gpu_cluster.infra.aws import AwsError, paginate
 from gpu_cluster.infra.prices.node_price import node_hourly
 
 
@@ -94,3 +95,41 @@ def orphans(nodes: list[Node], known_stacks: list[str]) -> list[Node]:
         if (n.stack or n.cluster) not in known_stacks
         and (not n.stack_id or n.stack_id.startswith(ours))
     ]
+
+
+def node_sets(ec2: Any, nodes: list[Node]) -> dict[str, tuple[str, ...]]:
+    """Each running node's network node set, top-down (DescribeInstanceTopology), for the types
+    EC2 describes; ids in requests of at most 100 and no MaxResults beside them (botocore's
+    model: "You can't specify this parameter and the instance IDs parameter in the same
+    request"). Instances EC2 has no node set for yet are left out."""
+    ids = sorted(
+        n.instance_id for n in nodes if n.state == "running" and supports_topology(n.instance_type)
+    )
+    sets: dict[str, tuple[str, ...]] = {}
+    for batch in id_batches(ids):
+        pages = paginate(ec2, "ec2", "DescribeInstanceTopology", "Instances", InstanceIds=batch)
+        for item in pages:
+            if item.get("NetworkNodes"):
+                sets[item["InstanceId"]] = tuple(item["NetworkNodes"])
+    return sets
+
+
+def gang_spans(ec2: Any, nodes: list[Node]) -> list[str]:
+    """One line per stack whose running nodes sit under more than one network node at the layer
+    closest to the instances (components/ec2_topology.py), or why the topology was not read.
+    Never fails `gpuc status`: the node list stands without it."""
+    stacks: dict[str, list[Node]] = {}
+    for n in nodes:
+        stacks.setdefault(n.stack_id or n.stack or n.cluster, []).append(n)
+    lines = []
+    for stack, members in sorted(stacks.items()):
+        if sum(n.state == "running" and supports_topology(n.instance_type) for n in members) < 2:
+            continue
+        try:
+            span = gang_span(node_sets(ec2, members))
+        except (AwsError, NotImplementedError) as error:  # (moto in process lacks the API)
+            lines.append(f"{stack}: network topology not read ({error})")
+            continue
+        if span:
+            lines.append(f"{stack}: {span.describe()}")
+    return lines
