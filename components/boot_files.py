@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 
 from gpu_cluster.components.naming import CLUSTER_TAG, STACK_ID_TAG
+from gpu_cluster.components.node_errors import health_constants
 
 BOOT_DIR = Path(__file__).parent / "boot"
 PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
@@ -17,6 +18,7 @@ CONSTANTS = {
     "CLUSTER_TAG": CLUSTER_TAG,
     "STACK_ID_TAG": STACK_ID_TAG,
     "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT),
+    **health_constants(),  # the health check's Xid table and error classes, from data
 }
 
 

@@ -437,13 +437,14 @@ class FakeImds:
 # nvidia-smi
 # --------------------------------------------------------------------------------------------
 
+# nvlinks: NVLink links per GPU (A100 SXM4: 12, third generation; H100 SXM5: 18, fourth)
 GPU_MODELS: dict[str, dict[str, Any]] = {
     "A100-SXM4-40GB": {"name": "NVIDIA A100-SXM4-40GB", "mib": 40960, "pci": "20b0",
-                       "remap": True, "watts": 400, "switch": "1af1"},
+                       "remap": True, "watts": 400, "switch": "1af1", "nvlinks": 12},
     "A100-SXM4-80GB": {"name": "NVIDIA A100-SXM4-80GB", "mib": 81920, "pci": "20b2",
-                       "remap": True, "watts": 400, "switch": "1af1"},
+                       "remap": True, "watts": 400, "switch": "1af1", "nvlinks": 12},
     "H100 80GB HBM3": {"name": "NVIDIA H100 80GB HBM3", "mib": 81559, "pci": "2330",
-                       "remap": True, "watts": 700, "switch": "22a3"},
+                       "remap": True, "watts": 700, "switch": "22a3", "nvlinks": 18},
     "A10G": {"name": "NVIDIA A10G", "mib": 23028, "pci": "2237", "remap": False, "watts": 300},
     "L4": {"name": "NVIDIA L4", "mib": 23034, "pci": "27b8", "remap": False, "watts": 72},
     "Tesla T4": {"name": "Tesla T4", "mib": 15360, "pci": "1eb8", "remap": False, "watts": 70},
@@ -589,8 +590,31 @@ class Node:
             "ecc.errors.uncorrected.volatile.total": counter("ecc_volatile_uncorrected"),
             "ecc.errors.corrected.aggregate.total": counter("ecc_aggregate_corrected"),
             "ecc.errors.corrected.volatile.total": counter("ecc_volatile_corrected"),
+            "pcie.link.width.max": "16",
+            "pcie.link.width.current": str(int(per_gpu(s, "pcie_width", i, 16))),
         }
-        return values.get(field)
+        return values.get(field, self.clock_event(i, field))
+
+    def knows(self, field):
+        # a field this driver knows: R535 renamed clocks_throttle_reasons.* to
+        # clocks_event_reasons.* (keeping the old names); "unknown_fields": what a test says a
+        # driver lacks
+        if field in (self.state.get("unknown_fields") or []):
+            return False
+        major = int(self.state.get("driver_version", "550.127.05").split(".")[0])
+        return not (field.startswith("clocks_event_reasons.") and major < 535)
+
+    def clock_event(self, i, field):
+        # clocks_event_reasons.<reason> (or its old clocks_throttle_reasons. name): Active when
+        # GPU i is listed under the reason in the state's "clock_events"
+        prefix, _, reason = field.partition(".")
+        if prefix not in ("clocks_event_reasons", "clocks_throttle_reasons") or reason not in (
+                "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
+                "sync_boost"):
+            return None
+        active = i in [int(x) for x in (self.state.get("clock_events") or {}).get(reason, [])]
+        return "Active" if active else "Not Active"
 
     def remap_value(self, i, field):
         if field == "gpu_bus_id":
@@ -663,7 +687,7 @@ def csv(node, gpus, fields, fmt, getter):
     nounits = "nounits" in parts
     fields = [f.strip() for f in fields.split(",") if f.strip()]
     for f in fields:
-        if getter(node, 0, f) is None:
+        if getter(node, 0, f) is None or not node.knows(f):
             finish(2, 'Field "%s" is not a valid field to query.\n' % f)
     if "noheader" not in parts:
         out(", ".join(f + (" [%s]" % UNITS[f] if f in UNITS else "") for f in fields) + "\n")
@@ -732,7 +756,41 @@ def table(node, gpus):
     return code
 
 
+def nvlink(node, argv):
+    # `nvidia-smi nvlink -e [-i ID]`: each GPU's links and their error counters ("nvlink_errors":
+    # {gpu: {link: {"Replay": n, "Recovery": n, "CRC": n}}}); a GPU without NVLink lists none
+    ids, errors = None, False
+    rest = iter(argv)
+    for arg in rest:
+        if arg in ("-e", "--errorcounters"):
+            errors = True
+        elif arg in ("-i", "--id"):
+            ids = next(rest, None) or finish(2, INVALID)
+        else:
+            finish(2, INVALID)
+    if not errors:
+        finish(2, INVALID)
+    table = node.state.get("nvlink_errors") or {}
+    code = 0
+    for i in select(node, ids):
+        if node.lost(i):
+            out(node.lost_line(i))
+            code = 15
+            continue
+        out("GPU %d: %s (UUID: %s)\n" % (i, node.info["name"], node.uuids[i]))
+        for link in range(node.info.get("nvlinks", 0)):
+            counts = (table.get(str(i)) or {}).get(str(link)) or {}
+            for kind in ("Replay", "Recovery", "CRC"):
+                out("\t Link %d: %s Errors: %d\n" % (link, kind, int(counts.get(kind, 0))))
+    finish(code)
+
+
 def main(argv):
+    if argv[:1] == ["nvlink"]:
+        state = load()
+        if not state.get("driver_loaded", True):
+            finish(9, DRIVER_MSG)
+        nvlink(Node(state), argv[1:])
     opts = parse(argv)
     if opts["help"]:
         finish(0, "NVIDIA System Management Interface -- v%s\n\n" % CONFIG.get("version"))
@@ -780,7 +838,10 @@ def nvidia_smi_script(state_path: Path, python: str = PYTHON) -> str:
     "Unable to determine the device handle ...", exit 15), ecc_aggregate_uncorrected,
     ecc_volatile_uncorrected, ecc_*_corrected, remapped_correctable, remapped_uncorrectable,
     utilization, memory_used, temperature ({index: n}), remap_pending, remap_failure,
-    ecc_disabled (indices), driver_version, bus_ids, uuids. Read at every call.
+    ecc_disabled (indices), driver_version, bus_ids, uuids; pcie_width ({index: current lanes},
+    of 16), clock_events ({reason: [indices]} Active, e.g. "hw_thermal_slowdown"),
+    unknown_fields (fields this driver refuses, as an older one does), nvlink_errors (`nvlink
+    -e`: {index: {link: {"Replay"|"Recovery"|"CRC": n}}}). Read at every call.
     """
     config = {
         "state": str(state_path),
