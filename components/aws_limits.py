@@ -48,6 +48,7 @@ class Limit:
     fix: str = ""  # what a user can do ("" = REPORT_FIX: the program itself went over)
 
 
+METRIC_FILTER_SOURCE = "CloudWatch Logs API Reference, PutMetricFilter"
 SG_TEXT = r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*"
 SG_TEXT_WORDS = "a-z, A-Z, 0-9, spaces and ._-:/()#,@[]+=&;{}!$*"
 IAM_NAME, IAM_NAME_WORDS = r"[\w+=,.@-]+", "letters, digits and +=,.@_-"
@@ -342,6 +343,24 @@ LIMITS: tuple[Limit, ...] = (
         allowed="letters, digits and +=,.@- (no _)",
     ),
     Limit(
+        "aws:cloudwatch/logMetricFilter:LogMetricFilter",
+        "name",
+        512,
+        "characters",
+        METRIC_FILTER_SOURCE + ": filterName, 1-512 characters, no ':' or '*'",
+        minimum=1,
+        pattern=r"[^:*]*",
+        allowed="any characters but : and *",
+    ),
+    Limit(
+        "aws:cloudwatch/logMetricFilter:LogMetricFilter",
+        "pattern",
+        1024,
+        "characters",
+        METRIC_FILTER_SOURCE + ": filterPattern, at most 1024 characters "
+        "(terraform-provider-aws logs/metric_filter.go: StringUTF8LenBetween(0, 1024))",
+    ),
+    Limit(
         "aws:cloudtrail/trail:Trail",
         "name",
         128,
@@ -502,6 +521,7 @@ def violations(resource_type: str, inputs: dict) -> list[Violation]:
         found
         + tag_violations(inputs.get("tags"))
         + healthy_percentage_violations(resource_type, inputs)
+        + metric_filter_violations(resource_type, inputs)
     )
 
 
@@ -545,4 +565,47 @@ def healthy_percentage_violations(resource_type: str, inputs: dict) -> list[Viol
             found.append(
                 Violation(path, int(high - low), 100, "points", HEALTHY_PERCENT_SOURCE, why)
             )
+    return found
+
+
+# PutMetricFilter's MetricTransformation: metricName and metricNamespace at most 255 characters
+# without ':', '*' or '$', metricValue at most 100; "One metric filter can include as many as
+# three dimensions", and dimensions only with JSON or space-delimited patterns (CloudWatch Logs
+# User Guide, "Filter pattern syntax for metric filters": "You can specify dimensions only for
+# metric filters that use JSON or space-delimited patterns"). Nested inputs, so not LIMITS rows.
+METRIC_NAME_MAX, METRIC_VALUE_MAX, METRIC_FILTER_DIMENSIONS = 255, 100, 3
+METRIC_NAME_TEXT = r"[^:*$]*"
+
+
+def metric_filter_violations(resource_type: str, inputs: dict) -> list[Violation]:
+    """A log metric filter's transformation AWS would refuse."""
+    transformation = inputs.get("metricTransformation")
+    if resource_type != "aws:cloudwatch/logMetricFilter:LogMetricFilter" or not isinstance(
+        transformation, dict
+    ):
+        return []
+    found = []
+
+    def refuse(field: str, size: int, maximum: int, unit: str, why: str = "") -> None:
+        path = f"metricTransformation.{field}"
+        found.append(Violation(path, size, maximum, unit, METRIC_FILTER_SOURCE, why))
+
+    for field in ("name", "namespace"):
+        value = transformation.get(field)
+        if not isinstance(value, str):
+            continue
+        if len(value) > METRIC_NAME_MAX:
+            refuse(field, len(value), METRIC_NAME_MAX, "characters")
+        elif not re.fullmatch(METRIC_NAME_TEXT, value):
+            refuse(field, len(value), METRIC_NAME_MAX, "characters", f"{value!r} has : * or $")
+    value = transformation.get("value")
+    if isinstance(value, str) and len(value) > METRIC_VALUE_MAX:
+        refuse("value", len(value), METRIC_VALUE_MAX, "characters")
+    dimensions = transformation.get("dimensions") or {}
+    if isinstance(dimensions, dict) and dimensions:
+        if len(dimensions) > METRIC_FILTER_DIMENSIONS:
+            refuse("dimensions", len(dimensions), METRIC_FILTER_DIMENSIONS, "dimensions")
+        if not str(inputs.get("pattern", "")).strip().startswith(("{", "[")):
+            why = "dimensions need a JSON ({...}) or space-delimited ([...]) filter pattern"
+            refuse("dimensions", len(dimensions), METRIC_FILTER_DIMENSIONS, "dimensions", why)
     return found

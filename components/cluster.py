@@ -15,9 +15,10 @@ from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout
 from gpu_cluster.components.cost_controls import CostControls
 from gpu_cluster.components.datastore import DataStore, DataStoreArgs
-from gpu_cluster.components.jobs import JOB_LOG_RETENTION_DAYS
 from gpu_cluster.components.ec2_topology import supports_topology
+from gpu_cluster.components.jobs import JOB_LOG_RETENTION_DAYS
 from gpu_cluster.components.launch_template import RootVolume
+from gpu_cluster.components.log_metrics import EVENTS_LOG, JOBS_LOG, NODE_LOG
 from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from gpu_cluster.components.names import (
     StackIdentity,
@@ -26,6 +27,7 @@ from gpu_cluster.components.names import (
     job_bucket_parameter,
     jobs_log_group,
     jobs_path,
+    node_log_group,
     replacements_parameter,
     runtime_identity,
     secrets_path,
@@ -34,6 +36,7 @@ from gpu_cluster.components.naming import CLUSTER_TAG, child_name
 from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
 from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout
 from gpu_cluster.components.node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpu_cluster.components.node_logs import log_metric_filters, node_log
 from gpu_cluster.components.policies import (
     gang_stop_policy,
     log_group_writer_policy,
@@ -169,6 +172,9 @@ class GpuCluster(pulumi.ComponentResource):
             name, secrets_path(ids), args.secrets, self.security.key.arn, args.tags, child
         )
         self.jobs_log = self._jobs_log(name, ids, args, child)
+        self.node_log, node_log_access = node_log(
+            name, ids, self.security.key.arn, self.security.role.name, args.tags, child
+        )
         self.network = ClusterNetwork(
             child_name(name, "network"),
             ClusterNetworkArgs(
@@ -271,8 +277,10 @@ class GpuCluster(pulumi.ComponentResource):
                             lustre_target=values[1],
                             secrets_path=secrets_path(ids) if args.secrets else "",
                             jobs_log_group=jobs_log_group(ids),
+                            node_log_group=node_log_group(ids),
                             stack=stack,
                             gang_timeout_seconds=args.cost_controls.gang_timeout_minutes * 60,
+                            topology=supports_topology(args.facts.instance_type),
                         )
                     )
                 ),
@@ -283,9 +291,9 @@ class GpuCluster(pulumi.ComponentResource):
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,
                     *([self.lustre] if self.lustre else []),
-                            topology=supports_topology(args.facts.instance_type),
                     *self.secrets,
                     *job_files,
+                    node_log_access,
                 ],
                 identity=ids,
                 root_volume=args.root_volume,
@@ -297,6 +305,10 @@ class GpuCluster(pulumi.ComponentResource):
             ),
             child,
         )
+        log_groups = {NODE_LOG: self.node_log, JOBS_LOG: self.jobs_log}
+        if getattr(self.nodes, "events_log", None) is not None:  # an Auto Scaling group's
+            log_groups[EVENTS_LOG] = self.nodes.events_log
+        self.log_metric_filters = log_metric_filters(name, ids, log_groups, child)
         self.cost_controls = StackCostControls(
             child_name(name, "cost"),
             CostControlArgs(

@@ -132,6 +132,16 @@ def jobs_log_group(identity: StackIdentity) -> str:
     return f"/{NAME_PREFIX}/{scoped(identity, 'jobs')}"
 
 
+def node_log_group(identity: StackIdentity) -> str:
+    """Every node's gpu-cluster unit log lines (boot steps, health; the agent ships them)."""
+    return f"/{NAME_PREFIX}/{scoped(identity, 'node-log')}"
+
+
+def metric_filter_name(identity: StackIdentity, metric: str) -> str:
+    """A log metric filter's name: unique per log group, and the stack's own anyway."""
+    return f"{NAME_PREFIX}-{scoped(identity, metric)}"
+
+
 def model_metrics_log_group(identity: StackIdentity, role: str) -> str:
     return f"/{NAME_PREFIX}/{scoped(identity, role)}-model-server-metrics"
 
@@ -320,6 +330,7 @@ NAME_KINDS: dict[str, NameKind] = {
     "flow logs": NameKind(flow_logs_group, "regional", "log-group"),
     "node events": NameKind(node_events_group, "regional", "log-group"),
     "jobs log": NameKind(jobs_log_group, "regional", "log-group"),
+    "node log": NameKind(node_log_group, "regional", "log-group"),
     "model metrics": NameKind(lambda i: model_metrics_log_group(i, ""), "regional", "log-group"),
     "node events policy": NameKind(node_events_policy, "regional", "logs-resource-policy"),
     "job": NameKind(lambda i: job_parameter(i, "pretrain"), "regional", "ssm-parameter"),

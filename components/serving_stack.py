@@ -23,6 +23,7 @@ from gpu_cluster.components.names import (
     StackIdentity,
     load_balancer_name,
     model_metrics_log_group,
+    node_log_group,
     runtime_identity,
     target_group_name,
     waf_log_group,
@@ -31,6 +32,7 @@ from gpu_cluster.components.names import (
 )
 from gpu_cluster.components.naming import CLUSTER_TAG, child_name
 from gpu_cluster.components.network import ClusterNetwork, ClusterNetworkArgs, ExistingNetwork
+from gpu_cluster.components.node_logs import node_log
 from gpu_cluster.components.policies import log_group_writer_policy
 from gpu_cluster.components.purchase import OnDemand, Purchase
 from gpu_cluster.components.security import ClusterSecurity, ClusterSecurityArgs
@@ -153,6 +155,10 @@ class ServingStack(pulumi.ComponentResource):
             policy=metrics_group.arn.apply(lambda arn: json.dumps(metrics_log_policy(arn))),
             opts=child,
         )
+        # the units' log lines (no metric filters: an inference node runs no health check)
+        self.node_log, node_log_access = node_log(
+            name, ids, self.security.key.arn, self.security.role.name, args.tags, child
+        )
         boot = pulumi.Output.from_input(args.storage.bucket_name).apply(
             lambda bucket: render_serving_user_data(
                 ServingBoot(
@@ -173,6 +179,8 @@ class ServingStack(pulumi.ComponentResource):
                     lifecycle_hook=LIFECYCLE_HOOK,
                     metrics_port=metrics_port,
                     metrics_log_group=model_metrics_log_group(ids, ""),
+                    stack_id=ids.stack_id,
+                    node_log_group=node_log_group(ids),
                 )
             )
         )
@@ -208,6 +216,7 @@ class ServingStack(pulumi.ComponentResource):
                     *self.network.boot_dependencies,
                     *self.security.boot_dependencies,
                     metrics_access,
+                    node_log_access,
                 ],
                 tags={**args.tags, CLUSTER_TAG: name},
             ),

@@ -27,6 +27,7 @@ from gpu_cluster.components.boot_files import BOOT_DIR as BOOT_DIR
 from gpu_cluster.components.boot_files import CONSTANTS, boot_script, fill
 from gpu_cluster.components.boot_files import RENDEZVOUS_PORT as RENDEZVOUS_PORT
 from gpu_cluster.components.boot_files import flush_left as flush_left
+from gpu_cluster.components.cloudwatch_agent import PROFILE_PATH, AgentProfile, render_agent_config
 from gpu_cluster.components.jobs import JOB_LOG_DIR
 from gpu_cluster.components.names import (
     DEFAULT_PROJECT,
@@ -66,13 +67,14 @@ class BootConfig:
     lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
     secrets_path: str = ""  # the SSM hierarchy of the cluster's secrets ("" for none)
     jobs_log_group: str = ""  # where the CloudWatch agent ships the jobs' output ("" for none)
+    node_log_group: str = ""  # where it ships the units' log lines ("" for none)
     row_remapping: bool = False  # the GPUs remap rows (A100, H100, ...): see boot/*-health.sh
     internet: bool = True  # a NAT gateway: installs from outside AWS's regional buckets work
     stack: str = ""  # the stack's name, for the commands a node's alerts give
     gang_timeout_seconds: int = 0  # all or nothing (boot/gpu-cluster-nodes.sh); 0: off
+    topology: bool = False  # EC2 answers DescribeInstanceTopology for the type (ec2_topology.py)
     identity: StackIdentity | None = None  # whose names (None: this project's stack `stack`)
 
-    topology: bool = False  # EC2 answers DescribeInstanceTopology for the type (ec2_topology.py)
     @property
     def names(self) -> StackIdentity:
         stack = self.stack or self.cluster
@@ -131,16 +133,26 @@ def start_lines(steps: list[BootStep], first: tuple[str, ...] = (), last: tuple[
     return "\n".join(["systemctl daemon-reload", *first, *starts, *last])
 
 
-def node_env(cluster: str, region: str, gpus: int, nvme_disks: int, bucket: str) -> dict:
+def node_env(
+    cluster: str, region: str, gpus: int, nvme_disks: int, bucket: str, stack_id: str
+) -> dict:
     """cluster.env's keys every node has (training and inference), shell-quoted."""
     return {
         "CLUSTER": shlex.quote(cluster),
+        "STACK_ID": shlex.quote(stack_id),  # project/stack/region (components/names.py)
         "REGION": shlex.quote(region),
         "GPUS_PER_NODE": str(gpus),
         "NVME_DISKS": str(nvme_disks),
         "DATA_BUCKET": shlex.quote(bucket),
         "SCRATCH": shlex.quote(SCRATCH_MOUNT),
     }
+
+
+def agent_profile_file(profile: AgentProfile) -> str:
+    """The stack's CloudWatch agent profile (components/cloudwatch_agent.py), which the
+    gpu-metrics step hands to the agent: rendered here, it differs per stack (stack id, EFA,
+    log groups) with no logic on the node."""
+    return install_file(PROFILE_PATH, render_agent_config(profile))
 
 
 def env_lines(values: dict[str, str]) -> str:
@@ -248,7 +260,12 @@ def render_user_data(boot: BootConfig) -> str:
     """The bash cloud-init script of a training node; every string value is shell-quoted."""
     env = {
         **node_env(
-            boot.cluster, boot.region, boot.gpus_per_node, boot.nvme_disk_count, boot.bucket
+            boot.cluster,
+            boot.region,
+            boot.gpus_per_node,
+            boot.nvme_disk_count,
+            boot.bucket,
+            boot.names.stack_id,
         ),
         "EFA_INTERFACES": str(boot.efa_interfaces),
         "DATA_MOUNT": shlex.quote(DATA_MOUNT),
@@ -268,16 +285,23 @@ def render_user_data(boot: BootConfig) -> str:
         "JOB_LOG_DIR": shlex.quote(JOB_LOG_DIR),
         "STACK": shlex.quote(boot.names.stack),
         # the names the nodes use, computed once (components/names.py), never in the scripts
-        "STACK_ID": shlex.quote(boot.names.stack_id),
         "JOBS_PATH": shlex.quote(jobs_path(boot.names)),
         "ALERTS_PARAMETER": shlex.quote(alerts_topic_parameter(boot.names)),
         "REPLACEMENTS_PATH": shlex.quote(replacements_parameter(boot.names)),
         "GANG_TIMEOUT": str(boot.gang_timeout_seconds),
+        "TOPOLOGY": "true" if boot.topology else "false",
         "BUNDLE_KEY": shlex.quote(bundle_key(bundle_folder(boot.names))),
         "BUNDLE_SHA256": bundle_sha256(),
     }
     steps = cluster_steps(boot)
-    installs = [step_block(step) for step in steps]
+    profile = AgentProfile(
+        stack_id=boot.names.stack_id,
+        efa=boot.efa_interfaces > 0,
+        node_log_group=boot.node_log_group,
+        jobs_log_group=boot.jobs_log_group,
+        job_log_files=f"{JOB_LOG_DIR}/*.log",
+    )
+    installs = [agent_profile_file(profile), *(step_block(step) for step in steps)]
     if boot.spot:
         installs.append(install_file(SPOT_WATCH, boot_script("gpu-cluster-spot-watch.sh")))
     installs.append(
@@ -289,7 +313,6 @@ def render_user_data(boot: BootConfig) -> str:
     # the spot watcher first (a notice may come while the steps run), the timers last
     spot = ("systemctl start gpu-cluster-spot-watch.service",) if boot.spot else ()
     timers = (
-        "TOPOLOGY": "true" if boot.topology else "false",
         "systemctl start gpu-cluster-nodes-refresh.timer gpu-cluster-health-watch.timer"
         " gpu-cluster-activity.timer",
     )
@@ -317,13 +340,20 @@ class ServingBoot:
     lifecycle_hook: str
     metrics_port: int | None = None  # the server's Prometheus port (Triton: 8002)
     metrics_log_group: str = ""
+    stack_id: str = ""  # project/stack/region (components/names.py)
+    node_log_group: str = ""  # where the agent ships the units' log lines ("" for none)
 
 
 def render_serving_user_data(boot: ServingBoot) -> str:
     """The inference node's cloud-init script; every string value is shell-quoted."""
     env = {
         **node_env(
-            boot.cluster, boot.region, boot.gpus_per_node, boot.nvme_disk_count, boot.bucket
+            boot.cluster,
+            boot.region,
+            boot.gpus_per_node,
+            boot.nvme_disk_count,
+            boot.bucket,
+            boot.stack_id,
         ),
         "EFA_INTERFACES": "0",
         "NVSWITCH": "false",
@@ -352,7 +382,13 @@ def render_serving_user_data(boot: ServingBoot) -> str:
             "gpu-cluster-scratch.service docker.service network-online.target",
         ),
     ]
-    return assemble(env, [step_block(step) for step in steps], start_lines(steps))
+    profile = AgentProfile(
+        stack_id=boot.stack_id,
+        node_log_group=boot.node_log_group,
+        model_metrics_log_group=boot.metrics_log_group if boot.metrics_port else "",
+    )
+    installs = [agent_profile_file(profile), *(step_block(step) for step in steps)]
+    return assemble(env, installs, start_lines(steps))
 
 
 def user_data_payload(script: str) -> str:

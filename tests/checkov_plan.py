@@ -46,6 +46,7 @@ TERRAFORM_TYPES: dict[str, str] = {
     "aws:cloudwatch/eventRule:EventRule": "aws_cloudwatch_event_rule",
     "aws:cloudwatch/eventTarget:EventTarget": "aws_cloudwatch_event_target",
     "aws:cloudwatch/logGroup:LogGroup": "aws_cloudwatch_log_group",
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter": "aws_cloudwatch_log_metric_filter",
     "aws:cloudwatch/logResourcePolicy:LogResourcePolicy": "aws_cloudwatch_log_resource_policy",
     "aws:cloudwatch/metricAlarm:MetricAlarm": "aws_cloudwatch_metric_alarm",
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "aws_default_security_group",

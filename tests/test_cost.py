@@ -134,8 +134,11 @@ def test_usage_pattern_scales_exactly():
 
 def test_non_gpu_lines_sum_as_documented():
     """train: 4 x 500 GiB gp3 at 6000 IOPS / 500 MiB/s, NAT + its IPv4, 3 endpoints, flow logs,
-    one KMS key, GPU metrics (4 nodes x (8 GPUs + 1) + the group = 37) and the idle alarm; the
-    bucket is the data stack's."""
+    one KMS key, the nodes' metrics (the agent profile's roll-ups, counted in
+    test_node_metrics, plus NodeHealthy, NodeDegraded and Activity per node and Activity per
+    stack), the dashboard and the idle alarm; the bucket is the data stack's."""
+    from test_node_metrics import count, planned_profile
+
     p = US_EAST_1
     hours = UNIT["hours_per_month"]
     volumes = (
@@ -154,7 +157,12 @@ def test_non_gpu_lines_sum_as_documented():
         / hours
     )
     kms = p["kms_key_month"] / hours
-    metrics = (37 * p["cloudwatch_metric_month"] + p["cloudwatch_alarm_month"]) / hours
+    series = count(planned_profile("train"), 4, True) + 4 * 3 + 1
+    metrics = (
+        series * p["cloudwatch_metric_month"]
+        + p["cloudwatch_dashboard_month"]
+        + p["cloudwatch_alarm_month"]
+    ) / hours
     estimate = estimate_cluster(spec_of("train"))
     rest = [line for line in estimate.lines if not is_gpu_line(line)]
     assert {line.item for line in rest} == {
@@ -164,7 +172,9 @@ def test_non_gpu_lines_sum_as_documented():
         "VPC interface endpoints",
         "VPC flow logs (CloudWatch Logs)",
         "KMS customer managed keys",
-        "CloudWatch GPU metrics and idle alarm",
+        "CloudWatch metrics",
+        "CloudWatch dashboard",
+        "CloudWatch idle alarm",
     }
     total = volumes + network + flow + kms + metrics
     assert all(line.usd_per_hour is not None for line in rest)

@@ -417,9 +417,7 @@ def test_metrics_agent_config_adds_the_model_server_only_when_serving(tmp_path, 
     assert done.returncode == 0, done.stderr
     agent = node.file("/opt/aws/amazon-cloudwatch-agent/etc")
     config = json.loads((agent / "gpu-cluster.json").read_text())
-    assert config["metrics"]["metrics_collected"]["nvidia_gpu"]["measurement"] == [
-        "utilization_gpu"
-    ]
+    assert "utilization_gpu" in config["metrics"]["metrics_collected"]["nvidia_gpu"]["measurement"]
     assert (
         f"amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:{agent}/gpu-cluster.json"
         in node.calls()
@@ -431,7 +429,11 @@ def test_metrics_agent_config_adds_the_model_server_only_when_serving(tmp_path, 
     prometheus = config["logs"]["metrics_collected"]["prometheus"]
     assert prometheus["log_group_name"] == "/gpu-cluster/x-metrics"
     assert prometheus["emf_processor"]["metric_namespace"] == "gpu-cluster/ModelServer"
-    assert prometheus["prometheus_config_path"] == f"{agent}/prometheus.yaml"
+    # the path on the node (the harness roots it under GPUC_ROOT)
+    assert (
+        prometheus["prometheus_config_path"]
+        == "/opt/aws/amazon-cloudwatch-agent/etc/prometheus.yaml"
+    )
     assert "localhost:8002" in (agent / "prometheus.yaml").read_text()
 
 

@@ -1,9 +1,9 @@
 #!/bin/bash
-# gpu-cluster: publish GPU utilization - the CloudWatch agent's NVIDIA GPU metrics
-# (nvidia_smi_utilization_gpu) in the gpu-cluster namespace, rolled up per instance and per
-# Auto Scaling group, every minute. Installs the agent from AWS's regional bucket (through
-# the VPC's S3 gateway endpoint) unless the AMI has it, waiting for the dpkg lock. Runs at
-# every boot; a failure fails the unit (systemd retries it) and the health status says
+# gpu-cluster: the CloudWatch agent's GPU (and EFA) metrics in the gpu-cluster namespace
+# (nvidia_smi_<measurement>, efa_<measurement>), rolled up per node, stack and Auto Scaling
+# group every minute, and the node's logs shipped. Installs the agent from AWS's regional
+# bucket (through the VPC's S3 gateway endpoint) unless the AMI has it, waiting for the dpkg
+# lock. Runs at every boot; a failure fails the unit (systemd retries it) and the health status says
 # "degraded:gpu-metrics".
 #   --activity  (a timer, every minute) the idle stop's own metric, gpu-cluster/Activity: the
 #               busiest GPU's utilization, or 100 while a job unit runs (a job staging data at
@@ -37,24 +37,14 @@ if [ ! -x "$CTL" ]; then
   apt_run install "$package" || fail "could not install the CloudWatch agent (see apt-get above)"
   rm -rf "$(dirname "$package")"
 fi
+# This stack's profile (components/cloudwatch_agent.py renders it into the user data): the
+# documented GPU measurements (and EFA's on an EFA node) rolled up per node, stack and group
+# with the per-GPU series dropped, and the units' log lines (and a training node's job output)
+# shipped to the stack's log groups.
 config="$AGENT_DIR/etc/gpu-cluster.json"
-mkdir -p "$(dirname "$config")"
-cat > "$config" <<'JSON'
-{
-  "agent": {"metrics_collection_interval": 60, "run_as_user": "root"},
-  "metrics": {
-    "namespace": "gpu-cluster",
-    "append_dimensions": {
-      "InstanceId": "${aws:InstanceId}",
-      "AutoScalingGroupName": "${aws:AutoScalingGroupName}"
-    },
-    "aggregation_dimensions": [["InstanceId"], ["AutoScalingGroupName"]],
-    "metrics_collected": {
-      "nvidia_gpu": {"measurement": ["utilization_gpu"], "metrics_collection_interval": 60}
-    }
-  }
-}
-JSON
+mkdir -p "$(dirname "$config")" "$R/var/log/gpu-cluster"
+cp "$R/usr/local/lib/gpu-cluster/cloudwatch-agent.json" "$config" \
+  || fail "no CloudWatch agent profile in the user data"
 # An inference node also sends the model server's Prometheus metrics (Triton's requests,
 # failures, queue and compute time per model) to CloudWatch as embedded metric format logs,
 # and its queue and success counters per Auto Scaling group too: the queueTime scaling policy
@@ -66,8 +56,7 @@ if [ -n "${MODEL_METRICS_PORT:-}" ]; then
   group=$(aws autoscaling describe-auto-scaling-instances --region "$REGION" --instance-ids "$self" \
     --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text) || group=""
   [ -n "$group" ] && [ "$group" != None ] || fail "could not look up this node's group"
-  prometheus="$AGENT_DIR/etc/prometheus.yaml"
-  cat > "$prometheus" <<YAML
+  cat > "$AGENT_DIR/etc/prometheus.yaml" <<YAML
 global:
   scrape_interval: 1m
 scrape_configs:
@@ -76,73 +65,7 @@ scrape_configs:
       - targets: ["localhost:$MODEL_METRICS_PORT"]
         labels: {AutoScalingGroupName: "$group"}
 YAML
-  GPUC_CONFIG="$config" GPUC_PROMETHEUS="$prometheus" GPUC_LOG_GROUP="$MODEL_METRICS_LOG_GROUP" \
-    python3 - <<'PY'
-import json
-import os
-
-path = os.environ["GPUC_CONFIG"]
-config = json.load(open(path))
-config["logs"] = {
-    "metrics_collected": {
-        "prometheus": {
-            "log_group_name": os.environ["GPUC_LOG_GROUP"],
-            "prometheus_config_path": os.environ["GPUC_PROMETHEUS"],
-            "emf_processor": {
-                "metric_declaration_dedup": True,
-                "metric_namespace": "gpu-cluster/ModelServer",
-                "metric_declaration": [
-                    {
-                        "source_labels": ["job"],
-                        "label_matcher": "^model-server$",
-                        "dimensions": [["model"]],
-                        "metric_selectors": [
-                            "^nv_inference_request_success$",
-                            "^nv_inference_request_failure$",
-                            "^nv_inference_count$",
-                            "^nv_inference_exec_count$",
-                            "^nv_inference_queue_duration_us$",
-                            "^nv_inference_compute_infer_duration_us$",
-                        ],
-                    },
-                    {
-                        "source_labels": ["job"],
-                        "label_matcher": "^model-server$",
-                        "dimensions": [["AutoScalingGroupName"]],
-                        "metric_selectors": [
-                            "^nv_inference_request_success$",
-                            "^nv_inference_queue_duration_us$",
-                        ],
-                    },
-                ],
-            },
-        }
-    }
-}
-json.dump(config, open(path, "w"), indent=2)
-PY
-fi
-# A training node also ships its jobs' output (gpu-cluster-jobs writes one file per job), a
-# stream per node, for `gpuc logs`.
-if [ -n "${JOBS_LOG_GROUP:-}" ]; then
-  GPUC_CONFIG="$config" GPUC_LOG_GROUP="$JOBS_LOG_GROUP" GPUC_LOG_FILES="$JOB_LOG_DIR/*.log" \
-    python3 - <<'PY'
-import json
-import os
-
-path = os.environ["GPUC_CONFIG"]
-config = json.load(open(path))
-files = config.setdefault("logs", {}).setdefault("logs_collected", {}).setdefault("files", {})
-files.setdefault("collect_list", []).append(
-    {
-        "file_path": os.environ["GPUC_LOG_FILES"],
-        "log_group_name": os.environ["GPUC_LOG_GROUP"],
-        "log_stream_name": "{instance_id}",
-    }
-)
-json.dump(config, open(path, "w"), indent=2)
-PY
 fi
 "$CTL" -a fetch-config -m ec2 -s -c "file:$config" || fail "the CloudWatch agent did not start"
 step_result ok
-log "publishing GPU utilization"
+log "publishing GPU metrics and shipping the node's logs"

@@ -6,10 +6,11 @@ R="${GPUC_ROOT:-}"
 ETC="$R/etc/gpu-cluster"       # cluster.env, nodes, torchrun.env, health (root disk)
 RUN="$R/run/gpu-cluster"       # tmpfs: notices, secrets, this boots step results
 STATE="$R/var/lib/gpu-cluster" # root disk: survives reboots and stop/start
+NODE_LOG="$R/var/log/gpu-cluster/node.log" # log lines, for the CloudWatch agent
 IMDS="${GPUC_IMDS:-http://169.254.169.254}"
 # shellcheck source=/dev/null
 [ -r "$ETC/cluster.env" ] && . "$ETC/cluster.env"
-mkdir -p "$RUN" "$STATE" 2>/dev/null || true
+mkdir -p "$RUN" "$STATE" "${NODE_LOG%/*}" 2>/dev/null || true
 # AWS CLI v2: standard retry mode (throttling, 5xx, connection errors), and every call bounded
 # (the CLI's defaults are 60 s to connect and 60 s per read, for each of its attempts).
 export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS="${AWS_MAX_ATTEMPTS:-6}"
@@ -18,7 +19,13 @@ export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS="${AWS_MAX_ATTEMPTS:-6}"
 # IMDS would leave every call without credentials.
 export AWS_METADATA_SERVICE_TIMEOUT=5 AWS_METADATA_SERVICE_NUM_ATTEMPTS=3
 aws() { command aws "$@" --cli-connect-timeout 5 --cli-read-timeout 30; }
-log() { echo "gpu-cluster ${STEP:-boot}: $*" >&2; }
+# A line to the unit's stderr (journald) and to the node log (NODE_LOG), which the CloudWatch
+# agent ships to the stack's node log group where metric filters count them
+# (components/log_metrics.py); a process that may not write there logs to journald only.
+log() {
+  echo "gpu-cluster ${STEP:-boot}: $*" >&2
+  echo "$(date -u +%FT%TZ) gpu-cluster ${STEP:-boot}: $*" 2>/dev/null >> "$NODE_LOG" || true
+}
 pause() { sleep "$(( ${GPUC_RETRY_DELAY:-5} * $1 ))"; }
 
 # One IMDSv2 read. 0 and the value on 200; 4 when IMDS answers 404 (the item does not exist,

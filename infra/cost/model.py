@@ -12,7 +12,14 @@ from dataclasses import dataclass, replace
 
 from gpu_cluster.components.catalog import Catalog, load_catalog
 from gpu_cluster.components.cidr import interface_endpoints
-from gpu_cluster.components.purchase import CapacityBlock, CapacityReservation, Spot
+from gpu_cluster.components.cloudwatch_agent import AgentProfile, MetricCount, node_metrics
+from gpu_cluster.components.cloudwatch_agent import agent_config as cloudwatch_agent_config
+from gpu_cluster.components.purchase import (
+    CapacityBlock,
+    CapacityReservation,
+    Spot,
+    is_single_instance,
+)
 from gpu_cluster.infra.cost.firewall import firewall_usd_per_hour
 from gpu_cluster.infra.prices.gpu_prices import PriceTable, price_table
 from gpu_cluster.infra.prices.unit_prices import UnitPrices, hours_per_month, unit_prices
@@ -296,21 +303,55 @@ def s3_line(usage: Usage, unit: UnitPrices) -> CostLine:
     )
 
 
-def monitoring_line(spec: ResolvedCluster, unit: UnitPrices) -> CostLine:
-    """The GPU-utilization metrics the idle stop watches: one series per GPU, one per node, one
-    per group (the CloudWatch agent's roll-ups), and the idle alarm."""
-    gpus_per_node = max(1, int(spec.facts.gpus))
-    metrics = spec.node_count * (gpus_per_node + 1) + (0 if spec.node_count == 1 else 1)
-    alarms = 1 if spec.cost_controls.idle_stop else 0
-    monthly = metrics * unit["cloudwatch_metric_month"] + alarms * unit["cloudwatch_alarm_month"]
-    return CostLine(
-        "CloudWatch GPU metrics and idle alarm",
-        f"{metrics} metrics x ${unit['cloudwatch_metric_month']}/month + {alarms} alarm x "
-        f"${unit['cloudwatch_alarm_month']}/month",
-        monthly / unit.hours_per_month,
-        True,
-        unit.label,
+def stack_metrics(spec: ResolvedCluster) -> MetricCount:
+    """The custom metrics a stack's nodes publish, counted from the CloudWatch agent profile
+    its nodes get (components/cloudwatch_agent.py; the names in it do not change the count)."""
+    training = spec.inference is None
+    triton = spec.inference is not None and spec.inference.server_kind == "triton"
+    profile = AgentProfile(
+        stack_id="-",
+        efa=spec.efa,
+        model_metrics_log_group="-" if triton else "",
     )
+    in_group = not training or not is_single_instance(spec.purchase, spec.node_count)
+    return node_metrics(cloudwatch_agent_config(profile), in_group, training)
+
+
+def monitoring_lines(spec: ResolvedCluster, unit: UnitPrices) -> list[CostLine]:
+    """The nodes' custom metrics (CloudWatch prorates them by the hour they are published:
+    while nodes run), the stack's dashboard and the idle stop's alarm."""
+    count = stack_metrics(spec)
+    metrics = count.total(spec.node_count)
+    price = unit["cloudwatch_metric_month"]
+    lines = [
+        CostLine(
+            "CloudWatch metrics",
+            f"{metrics} metrics x ${price:.2f} = ${metrics * price:,.2f}/month while the nodes "
+            f"run ({count.per_node} per node, {count.per_stack} per stack)",
+            metrics * price / unit.hours_per_month,
+            False,
+            unit.label,
+        ),
+        CostLine(
+            "CloudWatch dashboard",
+            f"1 dashboard x ${unit['cloudwatch_dashboard_month']:.2f}/month (an account's first "
+            "3 are free)",
+            unit["cloudwatch_dashboard_month"] / unit.hours_per_month,
+            True,
+            unit.label,
+        ),
+    ]
+    if spec.cost_controls.idle_stop:
+        lines.append(
+            CostLine(
+                "CloudWatch idle alarm",
+                f"1 alarm x ${unit['cloudwatch_alarm_month']}/month",
+                unit["cloudwatch_alarm_month"] / unit.hours_per_month,
+                True,
+                unit.label,
+            )
+        )
+    return lines
 
 
 def trail_line(usage: Usage, unit: UnitPrices) -> CostLine:
@@ -346,7 +387,7 @@ def estimate_cluster(
     lines = [*gpu_lines(spec, prices, catalog), root_volume_line(spec, unit)]
     lines += network_lines(spec, unit, usage)
     lines.append(kms_line(1, unit))
-    lines.append(monitoring_line(spec, unit))
+    lines += monitoring_lines(spec, unit)
     if spec.fsx is not None:
         lines.append(fsx_line(spec.fsx.storage_capacity_gib, spec.fsx.throughput_per_tib, unit))
     if spec.storage.source == "create":  # the bucket is this stack's; else the data stack's

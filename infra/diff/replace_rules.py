@@ -106,6 +106,9 @@ REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
     "aws:cloudwatch/eventRule:EventRule": ("name", "namePrefix", "eventBusName"),
     "aws:cloudwatch/eventTarget:EventTarget": ("rule", "targetId", "eventBusName"),
     "aws:cloudwatch/metricAlarm:MetricAlarm": ("alarmName",),
+    # logs/metric_filter.go: name and log_group_name ForceNew; pattern and transformation a
+    # PutMetricFilter in place
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter": ("name", "logGroupName"),
     "aws:autoscaling/policy:Policy": ("name", "autoscalingGroupName"),
     "aws:fsx/lustreFileSystem:LustreFileSystem": (
         "backupId",
