@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import json
 import re
 from dataclasses import dataclass, replace
 
@@ -48,6 +49,7 @@ class Limit:
     fix: str = ""  # what a user can do ("" = REPORT_FIX: the program itself went over)
 
 
+DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
 METRIC_FILTER_SOURCE = "CloudWatch Logs API Reference, PutMetricFilter"
 SG_TEXT = r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*"
 SG_TEXT_WORDS = "a-z, A-Z, 0-9, spaces and ._-:/()#,@[]+=&;{}!$*"
@@ -259,6 +261,18 @@ LIMITS: tuple[Limit, ...] = (
         "characters",
         "CloudWatch API Reference, PutMetricAlarm: AlarmName, 1-255 characters",
         minimum=1,
+    ),
+    Limit(
+        DASHBOARD,
+        "dashboardName",
+        255,
+        "characters",
+        "CloudWatch API Reference, PutDashboard: DashboardName, at most 255 characters of "
+        "A-Z, a-z, 0-9, - and _ (terraform-provider-aws cloudwatch/validate.go "
+        "validDashboardName: 1-255)",
+        minimum=1,
+        pattern=r"[A-Za-z0-9_-]+",
+        allowed="letters, digits, - and _",
     ),
     Limit(
         "aws:cloudwatch/logGroup:LogGroup",
@@ -522,6 +536,7 @@ def violations(resource_type: str, inputs: dict) -> list[Violation]:
         + tag_violations(inputs.get("tags"))
         + healthy_percentage_violations(resource_type, inputs)
         + metric_filter_violations(resource_type, inputs)
+        + dashboard_violations(resource_type, inputs)
     )
 
 
@@ -608,4 +623,94 @@ def metric_filter_violations(resource_type: str, inputs: dict) -> list[Violation
         if not str(inputs.get("pattern", "")).strip().startswith(("{", "[")):
             why = "dimensions need a JSON ({...}) or space-delimited ([...]) filter pattern"
             refuse("dimensions", len(dimensions), METRIC_FILTER_DIMENSIONS, "dimensions", why)
+    return found
+
+
+# A dashboard body's structure, which no size alone bounds (PutDashboard's API reference and
+# botocore's model give DashboardBody no length; AWS documents these instead):
+# - "Dashboard Body Structure and Syntax": a JSON object with a widgets array of 0-500 widgets;
+#   a widget's x is 0-23, its width 1-24 and its height 1-1000 grid units;
+# - "CloudWatch service quotas", Dashboards: up to 500 metrics per widget and 2,500 per
+#   dashboard, "including all metrics retrieved for use in metric math functions" (each entry
+#   of a widget's metrics array counted once: a query's own series are capped at 500 by
+#   Metrics Insights);
+# - "Metrics Insights quotas": a GetMetricData (a widget's graph) holds one Metrics Insights
+#   query; GetMetricData's MetricDataQuery.Expression is 1-2,048 characters (botocore).
+# PutDashboard refuses an invalid body with InvalidParameterInput ("Some part of the dashboard
+# data is invalid"); terraform-provider-aws checks dashboard_body with StringIsJSON first.
+DASHBOARD_WIDGETS, DASHBOARD_WIDGET_METRICS, DASHBOARD_METRICS = 500, 500, 2500
+DASHBOARD_EXPRESSION_CHARS = 2048
+DASHBOARD_SOURCE = (
+    "CloudWatch 'Dashboard Body Structure and Syntax' (0-500 widgets, x 0-23, width 1-24, "
+    "height 1-1000), 'CloudWatch service quotas' (500 metrics per widget, 2,500 per "
+    "dashboard), 'Metrics Insights quotas' (one query per widget) and GetMetricData "
+    "(expressions of at most 2,048 characters)"
+)
+
+
+def is_insights_query(expression: str) -> bool:
+    return expression.lstrip().upper().startswith("SELECT ")
+
+
+Problem = tuple[str, int, int, str, str]  # what, size, maximum, unit, why
+
+
+def widget_problems(index: int, widget: object) -> list[Problem]:
+    """What AWS would refuse in one widget: its place on the grid and its metrics."""
+    if not isinstance(widget, dict):
+        return [(f"widgets[{index}]", 0, 0, "", "a widget must be a JSON object")]
+    found = []
+    for key, low, high in (("x", 0, 23), ("width", 1, 24), ("height", 1, 1000)):
+        value = widget.get(key)
+        if value is not None and not (isinstance(value, int) and low <= value <= high):
+            why = f"{value!r} is not {low}-{high}"
+            found.append((f"widgets[{index}].{key}", 0, high, "grid units", why))
+    props = widget.get("properties")
+    metrics = props.get("metrics", []) if isinstance(props, dict) else []
+    if not isinstance(metrics, list):
+        return [*found, (f"widgets[{index}].properties.metrics", 0, 0, "", "not an array")]
+    if len(metrics) > DASHBOARD_WIDGET_METRICS:
+        size, most = len(metrics), DASHBOARD_WIDGET_METRICS
+        found.append((f"widgets[{index}] metrics", size, most, "metrics", ""))
+    options = [o for m in metrics if isinstance(m, list) for o in m if isinstance(o, dict)]
+    expressions = [str(o["expression"]) for o in options if "expression" in o]
+    for expression in expressions:
+        if len(expression) > DASHBOARD_EXPRESSION_CHARS:
+            what = f"widgets[{index}] expression"
+            found.append((what, len(expression), DASHBOARD_EXPRESSION_CHARS, "characters", ""))
+    if (queries := sum(map(is_insights_query, expressions))) > 1:
+        why = f"{queries} Metrics Insights queries; a widget holds one"
+        found.append((f"widgets[{index}] queries", queries, 1, "queries", why))
+    return found
+
+
+def dashboard_violations(resource_type: str, inputs: dict) -> list[Violation]:
+    """A dashboard body AWS would refuse: not a JSON object with a widgets array, or over the
+    documented counts (a body that is not yet known is not judged)."""
+    body = inputs.get("dashboardBody")
+    if resource_type != DASHBOARD or not isinstance(body, str):
+        return []
+
+    def refused(what: str, size: int, maximum: int, unit: str, why: str = "") -> Violation:
+        what = f"dashboardBody {what}".rstrip()
+        return Violation(what, size, maximum, unit, DASHBOARD_SOURCE, why)
+
+    try:
+        document = json.loads(body)
+    except ValueError as error:
+        return [refused("", 0, 0, "", f"not JSON ({error})")]
+    widgets = document.get("widgets") if isinstance(document, dict) else None
+    if not isinstance(widgets, list):
+        return [refused("", 0, 0, "", "a dashboard body is a JSON object with a widgets array")]
+    found = []
+    if len(widgets) > DASHBOARD_WIDGETS:
+        found.append(refused("widgets", len(widgets), DASHBOARD_WIDGETS, "widgets"))
+    metrics = 0
+    for index, widget in enumerate(widgets):
+        found += [refused(*problem) for problem in widget_problems(index, widget)]
+        props = widget.get("properties") if isinstance(widget, dict) else None
+        entries = props.get("metrics") if isinstance(props, dict) else None
+        metrics += len(entries) if isinstance(entries, list) else 0
+    if metrics > DASHBOARD_METRICS:
+        found.append(refused("metrics", metrics, DASHBOARD_METRICS, "metrics"))
     return found

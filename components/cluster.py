@@ -14,16 +14,18 @@ from gpu_cluster.components.boot_bundle import boot_bundle, bundle_key
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout
 from gpu_cluster.components.cost_controls import CostControls
+from gpu_cluster.components.dashboard import BurnPrices, stack_dashboard, stack_spec
 from gpu_cluster.components.datastore import DataStore, DataStoreArgs
 from gpu_cluster.components.ec2_topology import supports_topology
 from gpu_cluster.components.jobs import JOB_LOG_RETENTION_DAYS
 from gpu_cluster.components.launch_template import RootVolume
-from gpu_cluster.components.log_metrics import EVENTS_LOG, JOBS_LOG, NODE_LOG
+from gpu_cluster.components.log_metrics import EVENTS_LOG, JOBS_LOG, NODE_LOG, filters_of
 from gpu_cluster.components.lustre import ClusterLustre, ClusterLustreArgs, LustreSize
 from gpu_cluster.components.names import (
     StackIdentity,
     alerts_topic_parameter,
     bundle_folder,
+    dashboard_name,
     job_bucket_parameter,
     jobs_log_group,
     jobs_path,
@@ -91,6 +93,7 @@ class GpuClusterArgs:
     # Pulumi secrets from stack config: name -> value (stored as SSM SecureString parameters)
     secrets: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     cost_controls: CostControls = field(default_factory=CostControls)
+    burn: BurnPrices = field(default_factory=BurnPrices)  # the dashboard's node price
     # ECR repositories job images come from (`gpuc run --image`): names or ARNs
     image_repositories: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
@@ -382,6 +385,24 @@ class GpuCluster(pulumi.ComponentResource):
             outputs["lustreMountTarget"] = self.lustre.mount_target
         outputs["ssmSessionCommands"] = self.ssm_commands
         outputs["torchrunCommand"] = self.job_command
+        self.dashboard, self.dashboard_url = stack_dashboard(
+            child_name(name, "dashboard"),
+            dashboard_name(ids),
+            stack_spec(
+                ids,
+                args.region,
+                f"{args.node_count} x {args.facts.instance_type}",
+                args.cost_controls,
+                args.burn,
+                efa=args.efa,
+                log_metrics=tuple(f.name for f in filters_of(tuple(log_groups))),
+            ),
+            child,
+            None
+            if self.node_group_name is None
+            else self.node_group_name.apply(lambda group: {"group_name": group}),
+        )
+        outputs["dashboardUrl"] = self.dashboard_url
         self.register_outputs(outputs)
 
     def _node_alerts_access(

@@ -265,6 +265,14 @@ def budget_name(identity: StackIdentity) -> str:
     return f"{NAME_PREFIX}-{identity.account_wide}"
 
 
+def dashboard_name(identity: StackIdentity) -> str:
+    """A CloudWatch dashboard's name: "All dashboards in your account are global, not
+    region-specific" (PutDashboard), so it carries the account-wide part, and the region for
+    whoever reads the console's list; at most 11 + 1 + 29 + 1 + 14 of PutDashboard's 255 of
+    A-Za-z0-9-_."""
+    return f"{NAME_PREFIX}-{identity.account_wide}-{identity.region}"
+
+
 # --- global names -------------------------------------------------------------------------
 
 
@@ -303,6 +311,7 @@ NAMESPACES: dict[str, tuple[str, str]] = {
     "cloudtrail": ("aws:cloudtrail/trail:Trail", "name"),
     "iam-role": ("aws:iam/serviceLinkedRole:ServiceLinkedRole", "customSuffix"),
     "budget": ("aws:budgets/budget:Budget", "name"),
+    "dashboard": ("aws:cloudwatch/dashboard:Dashboard", "dashboardName"),
     "s3-bucket": ("aws:s3/bucket:Bucket", "bucket"),
 }
 
@@ -349,5 +358,6 @@ NAME_KINDS: dict[str, NameKind] = {
     "audit trail": NameKind(trail_name, "regional", "cloudtrail"),
     "autoscaling role": NameKind(autoscaling_role_suffix, "account", "iam-role"),
     "budget": NameKind(budget_name, "account", "budget"),
+    "dashboard": NameKind(dashboard_name, "account", "dashboard"),
     "bucket": NameKind(lambda i: default_bucket_name(i, "123456789012"), "global", "s3-bucket"),
 }

@@ -16,11 +16,18 @@ from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout, service_zone_subnets
 from gpu_cluster.components.cluster import StorageArgs
 from gpu_cluster.components.cost_controls import CostControls
+from gpu_cluster.components.dashboard import (
+    BurnPrices,
+    ServingMetrics,
+    stack_dashboard,
+    stack_spec,
+)
 from gpu_cluster.components.inference import InferenceService
 from gpu_cluster.components.inference_args import InferenceArgs
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.names import (
     StackIdentity,
+    dashboard_name,
     load_balancer_name,
     model_metrics_log_group,
     node_log_group,
@@ -63,6 +70,7 @@ class ServingStackArgs:
     root_volume: RootVolume = field(default_factory=RootVolume)
     identity: StackIdentity | None = None  # whose names (None: the running stack's)
     cost_controls: CostControls = field(default_factory=CostControls)
+    burn: BurnPrices = field(default_factory=BurnPrices)  # the dashboard's node price
     existing_network: ExistingNetwork | None = None  # the user's VPC and subnets
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -240,4 +248,31 @@ class ServingStack(pulumi.ComponentResource):
             child,
         )
         self.url = self.service.url
-        self.register_outputs({"url": self.url, "groupName": self.service.group.name})
+        service = self.service
+        self.dashboard, self.dashboard_url = stack_dashboard(
+            child_name(name, "dashboard"),
+            dashboard_name(ids),
+            stack_spec(
+                ids,
+                args.region,
+                f"{serving.min_nodes}-{serving.max_nodes} x {args.facts.instance_type} serving",
+                args.cost_controls,
+                args.burn,
+                health=False,  # an inference node runs no health check: the ELB's is its own
+            ),
+            child,
+            pulumi.Output.all(
+                service.load_balancer.arn_suffix,
+                service.target_group.arn_suffix,
+                service.group.name,
+            ).apply(
+                lambda v: {"serving": ServingMetrics(*v, triton=serving.server_kind == "triton")}
+            ),
+        )
+        self.register_outputs(
+            {
+                "url": self.url,
+                "groupName": self.service.group.name,
+                "dashboardUrl": self.dashboard_url,
+            }
+        )

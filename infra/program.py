@@ -14,6 +14,7 @@ import pulumi_aws as aws
 from gpu_cluster.components.bandwidth import bus_bandwidth_model
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.cluster import GpuCluster, GpuClusterArgs, StorageArgs
+from gpu_cluster.components.dashboard import BurnPrices
 from gpu_cluster.components.data_vault import DataVault, DataVaultArgs
 from gpu_cluster.components.launch_template import RootVolume
 from gpu_cluster.components.lustre import LustreSize
@@ -44,6 +45,7 @@ from gpu_cluster.infra.network_check import (
     with_subnet_zone,
     zone_not_read,
 )
+from gpu_cluster.infra.prices.unit_prices import hours_per_month
 from gpu_cluster.infra.secrets_config import secret_value
 from gpu_cluster.infra.spec import DEFAULT_DATA_STACK, PROJECT
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData, stack_identity
@@ -158,6 +160,7 @@ def serving_args(spec: ResolvedCluster) -> ServingStackArgs:
         root_volume=node_root_volume(spec),
         identity=identity_of(spec),
         cost_controls=spec.cost_controls,
+        burn=burn_prices(spec),
         existing_network=spec.existing_network,
         tags=cluster_tags(identity_of(spec), spec.tags),
     )
@@ -175,6 +178,7 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
     pulumi.export("instanceType", spec.facts.instance_type)
     pulumi.export("purchaseOption", spec.purchase_option)
     pulumi.export("url", stack.url)
+    pulumi.export("dashboardUrl", stack.dashboard_url)
     pulumi.export("nodeGroupName", stack.service.group.name)
     pulumi.export("zones", list(serving.zones))
     pulumi.export(
@@ -215,6 +219,22 @@ def deploy_inference(spec: ResolvedCluster) -> ServingStack:
         round(sum(c.usd_per_hour or 0 for c in estimate.lines if is_gpu_line(c)), 2),
     )
     return stack
+
+
+def burn_prices(spec: ResolvedCluster) -> BurnPrices:
+    """A node's USD/hour for the dashboard's burn rate: the cost model's GPU lines (`gpuc cost`)
+    per node, at the stack's largest size (a serving stack's maximum)."""
+    nodes = spec.inference.max_nodes if spec.inference else spec.node_count
+    lines = [
+        line
+        for line in estimate_cluster(replace(spec, node_count=nodes)).lines
+        if is_gpu_line(line)
+    ]
+    month = hours_per_month()
+    if not lines or any(line.usd_per_hour is None for line in lines):
+        why = "prepaid capacity" if isinstance(spec.purchase, CapacityBlock) else "no price"
+        return BurnPrices(None, month, why)
+    return BurnPrices(sum(line.usd_per_hour or 0.0 for line in lines) / nodes, month)
 
 
 def node_root_volume(spec: ResolvedCluster) -> RootVolume:
@@ -284,6 +304,7 @@ def cluster_args(
         container_network=spec.container_network,
         secrets=cluster_secrets(spec.secrets) if secrets is None else secrets,
         cost_controls=spec.cost_controls,
+        burn=burn_prices(spec),
         image_repositories=spec.image_repositories,
         tags=cluster_tags(identity_of(spec), spec.tags),
     )
@@ -331,6 +352,7 @@ def deploy_cluster(spec: ResolvedCluster) -> GpuCluster:
     pulumi.export("ssmSessionCommands", cluster.ssm_commands)
     pulumi.export("bucketName", cluster.bucket_name)
     pulumi.export("torchrunCommand", cluster.job_command)
+    pulumi.export("dashboardUrl", cluster.dashboard_url)
     pulumi.export("vcpuQuotasNeeded", vcpu_quotas(spec))
     # Priced as `gpuc cost` prices it, at the root volume the nodes really get: never smaller
     # than the AMI's root snapshot (components/launch_template.py root_volume_size).

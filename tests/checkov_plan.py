@@ -43,6 +43,7 @@ TERRAFORM_TYPES: dict[str, str] = {
     "aws:autoscaling/group:Group": "aws_autoscaling_group",
     "aws:autoscaling/policy:Policy": "aws_autoscaling_policy",
     "aws:budgets/budget:Budget": "aws_budgets_budget",
+    "aws:cloudwatch/dashboard:Dashboard": "aws_cloudwatch_dashboard",
     "aws:cloudwatch/eventRule:EventRule": "aws_cloudwatch_event_rule",
     "aws:cloudwatch/eventTarget:EventTarget": "aws_cloudwatch_event_target",
     "aws:cloudwatch/logGroup:LogGroup": "aws_cloudwatch_log_group",

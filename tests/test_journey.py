@@ -313,6 +313,9 @@ def test_a_users_whole_path(moto_server, tmp_path):
     deploy.s3.put_object(Bucket=bucket, Key="datasets/tokens.bin", Body=DATASET)
     # 2. the train stack: its plan reads the data stack's bucket, and `pulumi up` creates it
     plan = planned("train", TRAIN)
+    # its dashboard: the stack output opens the one the stack creates
+    board = one(plan, "aws:cloudwatch/dashboard:Dashboard")
+    assert plan.outputs["dashboardUrl"].endswith(f"#dashboards:name={board['dashboardName']}")
     # the boot bundle and the bucket gpuc run reads (a provider secret: shown as [secret]) are
     # the data stack's bucket
     assert one(plan, "aws:s3/bucketObjectv2:BucketObjectv2", "boot-bundle")["bucket"] == bucket

@@ -161,7 +161,7 @@ def plan_config(config: dict[str, str], stack: str):
 def physical_names(plan) -> set[tuple[str, str]]:
     found = set()
     for resource in plan.resources:
-        for key in ("name", "customSuffix", "policyName"):
+        for key in ("name", "customSuffix", "policyName", "dashboardName"):
             value = resource.inputs.get(key)
             if isinstance(value, str) and resource.type != "pulumi:pulumi:StackReference":
                 found.add((resource.type, value))

@@ -109,6 +109,8 @@ REPLACE_ON_CHANGE: dict[str, tuple[str, ...]] = {
     # logs/metric_filter.go: name and log_group_name ForceNew; pattern and transformation a
     # PutMetricFilter in place
     "aws:cloudwatch/logMetricFilter:LogMetricFilter": ("name", "logGroupName"),
+    # cloudwatch/dashboard.go: dashboard_name ForceNew; the body is a PutDashboard in place
+    "aws:cloudwatch/dashboard:Dashboard": ("dashboardName",),
     "aws:autoscaling/policy:Policy": ("name", "autoscalingGroupName"),
     "aws:fsx/lustreFileSystem:LustreFileSystem": (
         "backupId",

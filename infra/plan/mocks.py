@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import rpc
 
-from gpu_cluster.components.aws_limits import inbound_rules_violation, violations
+from gpu_cluster.components.aws_limits import DASHBOARD, inbound_rules_violation, violations
 from gpu_cluster.components.waf_limits import WEB_ACL, revealed, web_acl_wcu
 from gpu_cluster.infra.errors import ConfigError, Problem
 
@@ -196,6 +196,9 @@ class PlanMocks(pulumi.runtime.Mocks):
                 arn=self.arn("wafv2", f"regional/webacl/{acl}/{_uuid(name)}"),
                 capacity=web_acl_wcu(rules)[0],
             )
+        elif typ == DASHBOARD:  # global per account: arn:aws:cloudwatch::<account>:dashboard/<name>
+            board = inputs.get("dashboardName") or name
+            state["dashboardArn"] = self.arn("cloudwatch", f"dashboard/{board}", regional=False)
         elif typ == "aws:sns/topic:Topic":
             state["arn"] = self.arn("sns", f"{name}-{_digest(name, length=7)}")
         return physical, state
