@@ -13,9 +13,14 @@ network cards"):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 from gpu_cluster.components.catalog import InstanceFacts
+
+NETWORK_PERFORMANCE_PATH = Path(__file__).parent / "data" / "network_performance.json"
 
 ENA = "interface"
 EFA_ONLY = "efa-only"
@@ -67,11 +72,20 @@ def ip_addresses_per_node(slots: tuple[NicSlot, ...]) -> int:
     return sum(slot.has_ip_address for slot in slots)
 
 
+@cache
+def stated_network_gbps() -> dict[str, float]:
+    """The instance's own figure where its EFA cards' baselines do not add up to it."""
+    return json.loads(NETWORK_PERFORMANCE_PATH.read_text())["gbps"]
+
+
 def node_network_gbps(facts: InstanceFacts, efa: bool) -> float:
-    """Inter-node bandwidth of one node: the EFA cards' baseline together, else card 0's."""
+    """Inter-node bandwidth of one node: the EFA cards' baseline together (or the instance's
+    stated figure where they disagree: data/network_performance.json), else card 0's."""
     slots = nic_layout(facts, efa and facts.efa_supported)
     cards = {s.network_card_index for s in slots if s.is_efa}
     by_index = {card.index: card for card in facts.network_cards}
     if cards:
+        if len(cards) == len(facts.network_cards) and facts.instance_type in stated_network_gbps():
+            return stated_network_gbps()[facts.instance_type]
         return sum(by_index[i].baseline_bandwidth_gbps for i in cards)
     return by_index[0].baseline_bandwidth_gbps if by_index else 0.0

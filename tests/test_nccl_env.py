@@ -31,7 +31,12 @@ from test_jobs import make_node as make_node  # the fixture
 from gpu_cluster.components.boot_bundle import boot_bundle
 from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.names import jobs_log_group
-from gpu_cluster.components.nic_layout import efa_interface_count, nic_layout
+from gpu_cluster.components.nic_layout import (
+    efa_interface_count,
+    nic_layout,
+    node_network_gbps,
+    stated_network_gbps,
+)
 from gpu_cluster.components.user_data import decoded_user_data
 
 PLUGIN_ENV = json.loads((ROOT / "components/data/aws_ofi_nccl_env.json").read_text())
@@ -196,3 +201,8 @@ def test_where_the_cards_do_not_add_up_to_the_instances_figure():
         "g6e.48xlarge": (400.0, 1600.0),
         "p6-b200.48xlarge": (3200.0, 1600.0),
     }
+    # the node's network figure takes the instance's own there (components/nic_layout.py)
+    assert stated_network_gbps() == {kind: figures[0] for kind, figures in odd.items()}
+    for kind, (stated, _) in odd.items():
+        facts = load_catalog().get(kind)
+        assert facts is not None and node_network_gbps(facts, efa=True) == stated
