@@ -279,8 +279,10 @@ def dashboard_name(identity: StackIdentity) -> str:
 def default_bucket_name(identity: StackIdentity, account_id: str) -> str:
     """A data bucket's name when the stack names none: globally unique and predictable, so
     IAM policies can name it before it exists (at most 5 + 20 + 7 + 13 + 15 = 60 of 63)."""
-    middle = identity.cluster if identity.is_default else (
-        f"{identity.cluster}-{digest(identity.project, identity.stack, length=6)}"
+    middle = (
+        identity.cluster
+        if identity.is_default
+        else (f"{identity.cluster}-{digest(identity.project, identity.stack, length=6)}")
     )
     return f"gpuc-{middle}-{account_id}-{identity.region}"
 
@@ -352,9 +354,7 @@ NAME_KINDS: dict[str, NameKind] = {
     "load balancer": NameKind(lambda i: load_balancer_name(i, ""), "regional", "load-balancer"),
     "web acl": NameKind(web_acl_name, "regional", "web-acl"),
     "waf log": NameKind(waf_log_group, "regional", "log-group"),
-    "target group": NameKind(
-        lambda i: target_group_name(i, "", 8000), "regional", "target-group"
-    ),
+    "target group": NameKind(lambda i: target_group_name(i, "", 8000), "regional", "target-group"),
     "audit trail": NameKind(trail_name, "regional", "cloudtrail"),
     "autoscaling role": NameKind(autoscaling_role_suffix, "account", "iam-role"),
     "budget": NameKind(budget_name, "account", "budget"),

@@ -245,9 +245,7 @@ class StackCostControls(pulumi.ComponentResource):
         def checkpoint_first(
             suffix: str, expression: str, timezone: str, stop_at: datetime | None, reason: str
         ) -> None:
-            command = checkpoint_command(
-                self.identity.stack_id, stop_at, reason, JOB_COMMAND
-            )
+            command = checkpoint_command(self.identity.stack_id, stop_at, reason, JOB_COMMAND)
             schedule(
                 suffix,
                 expression,

@@ -17,7 +17,6 @@ __all__ = [
 ]  # fmt: skip
 
 
-
 def write_stub(node: BootNode, name: str, body: str) -> None:
     """A command of the node (first on its PATH) replaced by a bash ``body``."""
     path = node.bin / name

@@ -99,6 +99,7 @@ def test_the_pattern_is_read_as_aws_java_reads_it():
         compiled = botocore_limits.java_regex(pattern)
         assert compiled is not None, pattern
         return compiled
+
     role = java(r"[\w+=,.@-]+")  # IAM role names: unanchored, yet the whole value must match
     assert role.fullmatch("train-role@x") and not role.fullmatch("my role!")
     assert not role.fullmatch("rolé")  # Java's \w is ASCII

@@ -198,6 +198,7 @@ def test_the_burn_rate_is_running_nodes_times_the_node_price(train_plan):
     assert metrics[1][0]["expression"] == "SUM(q1*0+1)"
     # p4d.24xlarge on demand: the price `gpuc cost` shows per node
     price = node_hourly("us-east-1", "p4d.24xlarge", spot=False, zone=None)
+    assert price is not None
     assert metrics[2][0]["expression"] == f"nodes*{price:.6g}"
     assert round(4 * price, 2) == train_plan.outputs["gpuUsdPerHour"]
 

@@ -27,7 +27,6 @@ from gpu_cluster.infra.workdir import PackedWorkdir, pack_workdir
 TRAIN_IDS = stack_names()  # the program's and gpuc's names of stack train
 
 
-
 BOOT = replace(TRAIN, jobs_log_group=jobs_log_group(TRAIN_IDS))
 LISTING = "/gpu-cluster/train/jobs/pretrain\t/gpu-cluster/train/jobs/pretrain/nodes/i-0aaa"
 # torchrun on the node: where it ran, in which environment, with what

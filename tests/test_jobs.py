@@ -698,9 +698,7 @@ def test_each_node_reports_how_often_torchrun_restarted_the_workers(make_node):
     node = job_node(make_node)
     # torchrun's agent restarting the workers twice within a second (torch elastic
     # agent/server/api.py, at LOGLEVEL=INFO), then finishing: fast restarts count too
-    restart = (
-        "[default] Worker group FAILED. {left}/5 attempts left; will restart worker group"
-    )
+    restart = "[default] Worker group FAILED. {left}/5 attempts left; will restart worker group"
     (node.harness / "bin/torchrun").write_text(
         "#!/bin/bash\n"
         'echo "LOGLEVEL=$LOGLEVEL" > "$HARNESS/loglevel"\n'
@@ -823,9 +821,7 @@ def test_a_process_left_holding_the_output_does_not_keep_the_job_running(make_no
     is reported done (the filter gets 10 s), and the leftover is stopped with the run."""
     node = job_node(make_node)
     (node.harness / "bin/torchrun").write_text(
-        "#!/bin/bash\n"
-        "(exec -a leftover-of-pretrain /bin/sleep 600) &\n"
-        "echo 'step 1 loss 2.5'\n"
+        "#!/bin/bash\n(exec -a leftover-of-pretrain /bin/sleep 600) &\necho 'step 1 loss 2.5'\n"
     )
     booted(node)
     assert reports(node) == ["running", "done"]

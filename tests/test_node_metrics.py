@@ -162,7 +162,15 @@ def test_every_node_has_its_stack_id_in_cluster_env():
 
 def cost_line(estimate, item: str):
     (line,) = [line for line in estimate.lines if line.item == item]
+    assert line.usd_per_hour is not None, line
     return line
+
+
+def hourly(estimate, item: str) -> float:
+    """The line's USD/hour, which every metrics and dashboard line has."""
+    usd = cost_line(estimate, item).usd_per_hour
+    assert usd is not None
+    return usd
 
 
 @pytest.mark.parametrize(("stack", "nodes", "in_group"), [("train", 4, True), ("dev", 1, False)])
@@ -179,7 +187,7 @@ def test_the_metrics_cost_line_is_the_count_of_the_shipped_profile_times_the_uni
     assert "MetricName=Activity" in boot_script("gpu-cluster-gpu-metrics.sh")
     expected = agent + nodes * 3 + 1
     line = cost_line(estimate_cluster(spec), "CloudWatch metrics")
-    monthly = line.usd_per_hour * PRICE.hours_per_month
+    monthly = hourly(estimate_cluster(spec), "CloudWatch metrics") * PRICE.hours_per_month
     assert monthly == pytest.approx(expected * PRICE["cloudwatch_metric_month"])
     assert line.detail.startswith(f"{expected} metrics x $0.30 = ${monthly:,.2f}/month")
     assert not line.always_on  # prorated by the hour a metric is published: while nodes run
@@ -191,8 +199,8 @@ def test_a_p5_node_costs_a_few_dollars_a_month_in_metrics():
     assert spec.facts.gpus == 8 and spec.efa
     two, three = replace(spec, node_count=2), replace(spec, node_count=3)
     per_node = (
-        cost_line(estimate_cluster(three), "CloudWatch metrics").usd_per_hour
-        - cost_line(estimate_cluster(two), "CloudWatch metrics").usd_per_hour
+        hourly(estimate_cluster(three), "CloudWatch metrics")
+        - hourly(estimate_cluster(two), "CloudWatch metrics")
     ) * PRICE.hours_per_month
     assert 1 < per_node < 5, per_node
 
@@ -203,15 +211,15 @@ def test_the_inference_stack_counts_the_model_servers_metrics_and_has_a_dashboar
     config = planned_profile("inference")
     emf = config["logs"]["metrics_collected"]["prometheus"]["emf_processor"]
     model_series = sum(len(d["metric_selectors"]) for d in emf["metric_declaration"])
+    assert spec.inference is not None
     nodes = spec.inference.min_nodes
     expected = count(config, nodes, True) + model_series  # one model
-    line = cost_line(estimate, "CloudWatch metrics")
-    assert line.usd_per_hour * PRICE.hours_per_month == pytest.approx(
+    assert hourly(estimate, "CloudWatch metrics") * PRICE.hours_per_month == pytest.approx(
         expected * PRICE["cloudwatch_metric_month"]
     )
     dashboard = cost_line(estimate, "CloudWatch dashboard")
     assert dashboard.detail.startswith("1 dashboard x $3.00/month")
-    assert dashboard.usd_per_hour * PRICE.hours_per_month == pytest.approx(3.0)
+    assert hourly(estimate, "CloudWatch dashboard") * PRICE.hours_per_month == pytest.approx(3.0)
 
 
 # --- the node log and the metric filters --------------------------------------------------

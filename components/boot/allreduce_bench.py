@@ -91,14 +91,19 @@ def main() -> int:
         del tensor
         if rank == 0:
             print(f"{size:>14}{seconds * 1e3:>10.2f}{busbw:>12.2f}")
-    dist.destroy_process_group()
-    if rank != 0:
-        return 0
+    # every rank exits as rank 0 judged: a worker that succeeded beside a failed one would
+    # keep its torchrun agent in the exit barrier for 300 s (torch.distributed.elastic
+    # agent/server/api.py _exit_barrier, run only after a successful worker group)
     result = verdict(ranks, nodes, size, busbw, threshold)
-    print("GPUC_NCCL_RESULT " + json.dumps(result), flush=True)
-    if not result["pass"]:
-        print(f"FAIL: {busbw:.1f} GB/s is under the pass line {threshold} GB/s", file=sys.stderr)
-    return 0 if result["pass"] else 1
+    passed = torch.tensor([1 if result["pass"] else 0], dtype=torch.int32, device=device)
+    dist.broadcast(passed, src=0)
+    dist.destroy_process_group()
+    if rank == 0:
+        print("GPUC_NCCL_RESULT " + json.dumps(result), flush=True)
+        if not result["pass"]:
+            line = f"FAIL: {busbw:.1f} GB/s is under the pass line {threshold} GB/s"
+            print(line, file=sys.stderr)
+    return 0 if int(passed.item()) else 1
 
 
 if __name__ == "__main__":

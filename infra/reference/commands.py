@@ -186,8 +186,7 @@ def audit_markdown() -> str:
         on = ", ".join(f"`{t}`" for t in c.types)
         policy = f"`{c.name}`" + (f" (gpuc audit only: {c.audit_only})" if c.audit_only else "")
         lines.append(
-            f"| {c.id} | {c.severity} | {cell(c.title)} | {on} | {cell(c.fix)} | "
-            f"{cell(policy)} |"
+            f"| {c.id} | {c.severity} | {cell(c.title)} | {on} | {cell(c.fix)} | {cell(policy)} |"
         )
     lines += [
         "",
