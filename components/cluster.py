@@ -391,7 +391,7 @@ class GpuCluster(pulumi.ComponentResource):
             stack_spec(
                 ids,
                 args.region,
-                f"{args.node_count} x {args.facts.instance_type}",
+                f"{args.facts.instance_type} nodes",  # no count: scaling leaves it as it is
                 args.cost_controls,
                 args.burn,
                 efa=args.efa,

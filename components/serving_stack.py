@@ -255,7 +255,7 @@ class ServingStack(pulumi.ComponentResource):
             stack_spec(
                 ids,
                 args.region,
-                f"{serving.min_nodes}-{serving.max_nodes} x {args.facts.instance_type} serving",
+                f"{args.facts.instance_type} serving",  # no count: scaling leaves it as it is
                 args.cost_controls,
                 args.burn,
                 health=False,  # an inference node runs no health check: the ELB's is its own

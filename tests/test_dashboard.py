@@ -323,3 +323,22 @@ def test_the_url_uses_the_partitions_console():
     assert board.dashboard_url("cn-north-1", "d", "aws-cn").startswith(
         "https://cn-north-1.console.amazonaws.cn/cloudwatch/"
     )
+
+
+def test_scaling_up_or_the_serving_range_leaves_the_dashboard_as_it_is(train_plan, inference_plan):
+    """`pulumi config set nodes 8` updates the group only (docs/guides/scale.md): the body names
+    no node count, and the graphs find the new nodes by their StackId."""
+    config = load_stack_config("train", ROOT)
+    bigger = run_plan("train", config | {"gpu-cluster:nodes": 8})
+    assert bigger.error is None, bigger.error
+    assert body_of(bigger)[1] == body_of(train_plan)[1]
+    serving = load_stack_config("inference", ROOT)
+    inference = json.loads(serving["gpu-cluster:inference"])  # config objects are JSON strings
+    wider = run_plan(
+        "inference", serving | {"gpu-cluster:inference": json.dumps(inference | {"maxNodes": 9})}
+    )
+    assert wider.error is None, wider.error
+    assert body_of(wider)[1] == body_of(inference_plan)[1]
+    changed = run_plan("train", config | {"gpu-cluster:instanceType": "p5.48xlarge"})
+    assert changed.error is None, changed.error
+    assert body_of(changed)[1] != body_of(train_plan)[1]  # the check can see a change

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, stack_names
 from moto import mock_aws
 
-from gpu_cluster.components.names import budget_name, schedule_description
+from gpu_cluster.components.names import budget_name, dashboard_name, schedule_description
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.infra import stack_files as cli_stack_files
 from gpu_cluster.infra.aws.sweep import Sweeper
@@ -281,7 +281,7 @@ def test_sweep_with_the_endpoint_down_fails_and_claims_nothing(endpoint, tmp_pat
     error = json.loads(done.stdout)["error"]
     (details,) = error["problems"]
     every_kind = [kind_name(lister) for lister in full_sweeper("train").listers()]
-    assert details["notChecked"] == every_kind and len(every_kind) == 30
+    assert details["notChecked"] == every_kind and len(every_kind) == 31
     # bounded: the first call's 3 attempts (infra/aws: connect 5 s, read 10 s), not once per
     # kind and not botocore's default 60 s reads (the run's 120 s timeout catches those)
     assert 1 <= connections <= 3 if endpoint == "silent" else connections == 0, connections
@@ -476,6 +476,27 @@ def test_sweep_finds_the_network_controls_and_identity_a_stack_left_and_deletes_
     assert kms.describe_key(KeyId=theirs["key"])["KeyMetadata"]["KeyState"] == "Enabled"
     left = {f.resource_id for f in full_sweeper("other").find()}
     assert {theirs["vpc"], theirs["role"], theirs["key"], theirs["schedule"]} <= left
+
+
+@mock_aws
+def test_the_stacks_dashboard_is_swept_and_the_same_stack_of_another_region_keeps_its_own(
+    capsys,
+):
+    """Dashboards carry no tags and are account-wide (PutDashboard): matched by the name the
+    program gives them (components/names.py), which holds the region."""
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    ours = dashboard_name(stack_names("train"))
+    west = dashboard_name(stack_names("train", region="eu-west-1"))
+    assert ours != west
+    for name in (ours, west, dashboard_name(stack_names("train-b"))):
+        cloudwatch.put_dashboard(DashboardName=name, DashboardBody='{"widgets": []}')
+    (found,) = [f for f in full_sweeper("train").find() if f.kind == "dashboard"]
+    assert found.resource_id == ours
+    assert found.usd_per_hour * 730 == pytest.approx(3.0)
+    assert main(["sweep", "--stack", "train", "--delete", "--yes"]) == 0, capsys.readouterr()
+    left = {d["DashboardName"] for d in cloudwatch.list_dashboards()["DashboardEntries"]}
+    assert ours not in left and west in left and len(left) == 2
+    assert [f for f in full_sweeper("train").find() if f.kind == "dashboard"] == []
 
 
 def test_sweep_never_touches_the_data_stack(capsys):

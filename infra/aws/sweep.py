@@ -339,6 +339,7 @@ class Sweeper(NetworkSweep, ControlsSweep):
             self.event_rules,
             self.topics,
             self.cost_budgets,
+            self.dashboards,
             self.instance_profiles,
             self.roles,
             self.log_groups,

@@ -1,15 +1,15 @@
 """What a destroyed stack's cost controls and identity can leave: schedules, alarms, event rules,
-topics, budgets, instance profiles, roles and KMS keys.
+topics, budgets, the dashboard, instance profiles, roles and KMS keys.
 
 How each is matched: by the stack-id tag (project/stack/region) where the service lists tags
 (alarms, rules, topics, roles, profiles, keys), after a name-prefix filter on the cluster name
 where the list is account-wide (Pulumi names them `<logical name>-<7 random characters>`, and
 the logical names start with the cluster name); budgets by their name, which carries a digest of
-the stack id (components/names.py). EventBridge Scheduler schedules carry no tags: they are
-matched by that prefix and by the description the program gives them, which holds the stack id.
-The data stack's
-key is never listed here: `gpuc sweep` refuses a data stack (infra/cli.py), and every other
-stack's tag names that stack only."""
+the stack id (components/names.py), and so does the dashboard's (dashboards carry no tags,
+and are account-wide: the name also holds the region). EventBridge Scheduler schedules carry no
+tags: they are matched by that prefix and by the description the program gives them, which holds
+the stack id. The data stack's key is never listed here: `gpuc sweep` refuses a data stack
+(infra/cli.py), and every other stack's tag names that stack only."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from gpu_cluster.components.names import StackIdentity, budget_name, schedule_description_prefix
+from gpu_cluster.components.names import (
+    StackIdentity,
+    budget_name,
+    dashboard_name,
+    schedule_description_prefix,
+)
 from gpu_cluster.infra.aws import PERMISSION_ERRORS, call, paginate
 from gpu_cluster.infra.aws.sweep_kinds import Leftover, has_tag
 from gpu_cluster.infra.prices.unit_prices import unit_prices
@@ -125,6 +130,19 @@ class ControlsSweep:
             raise
         yield Leftover("budget", name, "", 0.0)
 
+    def dashboards(self) -> Iterator[Leftover]:
+        if self.cloudwatch is None:
+            return
+        name = dashboard_name(self.identity)  # components/names.py, as the program names it
+        try:
+            call(self.cloudwatch, "cloudwatch", "GetDashboard", DashboardName=name)
+        except AwsError as error:
+            if error.code == "ResourceNotFound":  # botocore: DashboardNotFoundError
+                return
+            raise
+        monthly = unit_prices(self.region)["cloudwatch_dashboard_month"]
+        yield Leftover("dashboard", name, "", monthly / unit_prices(self.region).hours_per_month)
+
     def account(self) -> str:
         if self.account_id is None:
             account: str = call(self.sts, "sts", "GetCallerIdentity")["Account"]
@@ -200,6 +218,8 @@ class ControlsSweep:
                     self.events, "events", "RemoveTargets", Rule=key, Ids=[t["Id"] for t in targets]
                 )
             call(self.events, "events", "DeleteRule", Name=key)
+        elif kind == "dashboard":
+            call(self.cloudwatch, "cloudwatch", "DeleteDashboards", DashboardNames=[key])
         elif kind == "topic":
             call(self.sns, "sns", "DeleteTopic", TopicArn=key)
         elif kind == "budget":  # DeleteBudget removes notifications and subscribers, not actions
