@@ -329,7 +329,7 @@ def test_scaling_up_or_the_serving_range_leaves_the_dashboard_as_it_is(train_pla
     """`pulumi config set nodes 8` updates the group only (docs/guides/scale.md): the body names
     no node count, and the graphs find the new nodes by their StackId."""
     config = load_stack_config("train", ROOT)
-    bigger = run_plan("train", config | {"gpu-cluster:nodes": 8})
+    bigger = run_plan("train", config | {"gpu-cluster:nodes": "8"})
     assert bigger.error is None, bigger.error
     assert body_of(bigger)[1] == body_of(train_plan)[1]
     serving = load_stack_config("inference", ROOT)
