@@ -374,6 +374,7 @@ CALLERS = {
     "nccl_test": "gpuc nccl-test",
     "network_facts": "pulumi up, gpuc preflight (your own VPC)",
     "reservations": "pulumi up, gpuc preflight (a reservation or Capacity Block)",
+    "placement_scores": "gpuc preflight",  # --regions: spot placement scores
     "preflight": "gpuc preflight",
     "price_refresh": "gpuc prices refresh",
     "resume": "gpuc resume",
