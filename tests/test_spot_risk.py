@@ -216,22 +216,31 @@ def test_placement_scores_over_three_regions_are_ranked_with_the_stacks_own_mark
     ec2 = boto3.client("ec2", region_name="us-east-1")
     own_zone = load_catalog().zone_id("us-east-1", "us-east-1a")
     assert own_zone == "use1-az6"
-    answer = [
+    first_page = [
         {"Region": "us-east-1", "AvailabilityZoneId": "use1-az6", "Score": 3},
         {"Region": "us-west-2", "AvailabilityZoneId": "usw2-az2", "Score": 9},
         {"Region": "eu-west-1", "AvailabilityZoneId": "euw1-az1", "Score": 3},
-        {"Region": "us-east-1", "AvailabilityZoneId": "use1-az1", "Score": 7},
     ]
+    request = {
+        "InstanceTypes": TYPES,
+        "TargetCapacity": 4,
+        "SingleAvailabilityZone": True,
+        "RegionNames": REGIONS,
+    }
     with Stubber(ec2) as stub:
         stub.add_response(
             "get_spot_placement_scores",
-            {"SpotPlacementScores": answer},
+            {"SpotPlacementScores": first_page, "NextToken": "page-2"},
+            request,
+        )
+        stub.add_response(  # the answer is paginated: every page is read
+            "get_spot_placement_scores",
             {
-                "InstanceTypes": TYPES,
-                "TargetCapacity": 4,
-                "SingleAvailabilityZone": True,
-                "RegionNames": REGIONS,
+                "SpotPlacementScores": [
+                    {"Region": "us-east-1", "AvailabilityZoneId": "use1-az1", "Score": 7}
+                ]
             },
+            {**request, "NextToken": "page-2"},
         )
         ranked = placement_scores(ec2, TYPES, 4, REGIONS, "us-east-1", own_zone)
         stub.assert_no_pending_responses()
@@ -268,6 +277,17 @@ def test_region_scores_mark_the_own_region_and_name_regions_without_a_score():
     assert text[0] == " 5/10  us-east-1  <- this stack"
     assert any(line.startswith("no score for us-east-2") for line in text)
     assert any("fewer than 3 types low" in line for line in text)
+
+
+def test_the_stacks_zone_id_is_this_accounts():
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with Stubber(ec2) as stub:
+        stub.add_response(
+            "describe_availability_zones",
+            {"AvailabilityZones": [{"ZoneName": "us-east-1a", "ZoneId": "use1-az4"}]},
+            {"ZoneNames": ["us-east-1a"]},
+        )
+        assert scores_module.own_zone_id(ec2, "us-east-1a") == "use1-az4"  # not the catalog's
 
 
 class NoCalls:

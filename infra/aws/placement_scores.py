@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_cluster.components.catalog import Catalog, load_catalog
-from gpu_cluster.infra.aws import paginate
+from gpu_cluster.infra.aws import call, paginate
 from gpu_cluster.infra.regions import region_problem
 
 MAX_REGIONS = 10  # botocore ec2 model: GetSpotPlacementScoresRequest RegionNames "max": 10
@@ -70,6 +70,15 @@ def checked_regions(
                 f"--regions {region})"
             )
     return wanted
+
+
+def own_zone_id(ec2: Any, zone_name: str) -> str | None:
+    """The zone id of the stack's zone in this account (names map to different physical zones
+    in each account, and scores come by zone id: as preflight's check_spot reads it)."""
+    zones = call(ec2, "ec2", "DescribeAvailabilityZones", ZoneNames=[zone_name])
+    return next(
+        (z["ZoneId"] for z in zones["AvailabilityZones"] if z["ZoneName"] == zone_name), None
+    )
 
 
 def placement_scores(
