@@ -166,7 +166,7 @@ def reclaim_warning(
     expected = (
         f"more than {spot_nodes * low:.1f}"
         if high is None
-        else f"{spot_nodes * low:.1f}-{spot_nodes * high:.1f}"
+        else f"about {spot_nodes * low:.1f}-{spot_nodes * high:.1f}"
     )
     nodes = spec.node_count
     interval = (
@@ -180,12 +180,12 @@ def reclaim_warning(
     return (
         f"spot {kind} in {spec.region} is in the {band.label} interruption band "
         f"({ADVISORY}, {band.date}: the share of its spot capacity AWS reclaimed in "
-        f"{facts['advisor_period']}): about {expected} reclaims per 30 days for {spot_nodes} "
+        f"{facts['advisor_period']}): {expected} reclaims per 30 days for {spot_nodes} "
         f"spot node(s) (derived: nodes x band). Each reclaim costs the work since the last "
         f"checkpoint on all {nodes} node(s) - seconds for a job that checkpoints on the "
         f"{facts['notice_minutes']}-minute notice (SIGUSR1 or $GPUC_CHECKPOINT_FILE), "
         f"{interval} for one that does not - and about {first}-{last} min until the cluster is "
-        f"back at {nodes} node(s) ({degraded}; {facts['source']}). Fix: checkpoint at once on "
-        "SIGUSR1, or pick a type or region in a lower band (spot.fallbackTypes), an on-demand "
-        "base (spot.onDemandBase) or a capacity reservation"
+        f"back at {nodes} node(s) ({degraded}; estimate: {facts['cite']}). Fix: checkpoint at "
+        "once on SIGUSR1, or pick a type or region in a lower band (spot.fallbackTypes), an "
+        "on-demand base (spot.onDemandBase) or a capacity reservation"
     )
