@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gpu_cluster.infra.aws.capacity_blocks import duration_problem, list_offerings, purchase
+from gpu_cluster.infra.aws.capacity_blocks import (
+    Offering,
+    duration_problem,
+    purchase,
+    regions_problem,
+    search_regions,
+)
 from gpu_cluster.infra.json_doc import camel_fields, dump
 from gpu_cluster.infra.outcome import INPUT, OK, USAGE, CommandError, load_cluster_spec
 
@@ -16,7 +22,49 @@ def parse_start(text: str | None) -> datetime | None:
     return start if start.tzinfo else start.replace(tzinfo=UTC)
 
 
-def run_offerings(stack: str, hours: int, start_text: str | None, as_json: bool = False) -> int:
+def offerings_text(
+    offerings: list[Offering],
+    no_offering: dict[str, str],
+    instance_type: str,
+    instance_count: int,
+    hours: int,
+) -> list[str]:
+    """The ranked table (cheapest total first, then the earliest start), then each region
+    that had none and why."""
+    lines = []
+    if offerings:
+        regions = sorted({o.region for o in offerings})
+        lines.append(
+            f"Capacity Block offerings for {instance_count} x {instance_type}, {hours} h, "
+            f"{', '.join(regions)} (cheapest total first, then earliest start):"
+        )
+        lines.append(
+            f"{'offering':<22}{'region':<16}{'zone':<17}{'start (UTC)':<18}{'end (UTC)':<18}"
+            f"{'hours':>6}{'count':>6}{'total $':>14}{'$/inst-h':>10}"
+        )
+        for o in offerings:
+            lines.append(
+                f"{o.offering_id:<22}{o.region:<16}{o.availability_zone:<17}"
+                f"{o.start:%Y-%m-%d %H:%M}  {o.end:%Y-%m-%d %H:%M}  "
+                f"{o.duration_hours:>6}{o.instance_count:>6}{o.upfront_usd:>14,.2f}"
+                f"{o.instance_hourly:>10.3f}"
+            )
+    else:
+        lines.append(
+            f"no Capacity Block offerings for {instance_count} x {instance_type} for {hours} h"
+        )
+    lines.extend(f"  {region}: {why}" for region, why in sorted(no_offering.items()))
+    return lines
+
+
+def run_offerings(
+    stack: str,
+    hours: int,
+    start_text: str | None,
+    as_json: bool = False,
+    regions: list[str] | None = None,
+) -> int:
+    """``regions``: where to search (default: the stack's own region)."""
     problem = duration_problem(hours)
     if problem:
         raise CommandError(INPUT, problem)
@@ -30,36 +78,43 @@ def run_offerings(stack: str, hours: int, start_text: str | None, as_json: bool 
     kind = spec.facts.instance_type
     if "capacity-block" not in spec.facts.usage_classes:
         raise CommandError(INPUT, f"{kind} is not sold as Capacity Blocks")
-    offerings = list_offerings(spec.region, kind, spec.node_count, hours, start)
+    wanted = list(dict.fromkeys(regions or [spec.region]))
+    problem = regions_problem(wanted, kind)
+    if problem:
+        raise CommandError(INPUT, problem)
+    offerings, empty, failed = search_regions(wanted, kind, spec.node_count, hours, start)
+    if failed and len(failed) == len(wanted):
+        # no region answered: "could not look", never an empty listing
+        raise next(iter(failed.values()))
+    no_offering = empty | {region: str(error) for region, error in failed.items()}
     if as_json:
         dump(
             {
                 "stack": stack,
                 "region": spec.region,
                 "availabilityZone": spec.availability_zone,
+                "regions": wanted,
                 "offerings": [
                     camel_fields(o) | {"usdPerInstanceHour": o.instance_hourly} for o in offerings
                 ],
+                "noOffering": no_offering,
             }
         )
         return OK
+    for line in offerings_text(offerings, no_offering, kind, spec.node_count, hours):
+        print(line)
     if not offerings:
-        print(f"no Capacity Block offerings for {spec.node_count} x {kind} for {hours} h")
         return OK
-    print(f"Capacity Block offerings for {spec.node_count} x {kind}, {hours} h, {spec.region}:")
+    best = offerings[0].region
     print(
-        f"{'offering':<28}{'zone':<13}{'start (UTC)':<18}{'end (UTC)':<18}"
-        f"{'upfront':>14}{'$/node-h':>10}"
-    )
-    for o in offerings:
-        print(
-            f"{o.offering_id:<28}{o.availability_zone:<13}{o.start:%Y-%m-%d %H:%M}  "
-            f"{o.end:%Y-%m-%d %H:%M}  {o.upfront_usd:>13,.2f}{o.instance_hourly:>10.3f}"
+        f"\nBuy one with `gpuc capacity-block purchase OFFERING_ID --region {best} --yes` "
+        "(the offering's region), then set purchaseOption capacity-block and capacityBlock.id; "
+        f"the block's zone must be the stack's availabilityZone ({spec.availability_zone})"
+        + (
+            f", and a block outside {spec.region} needs the stack moved to its region."
+            if any(o.region != spec.region for o in offerings)
+            else "."
         )
-    print(
-        "\nBuy one with `gpuc capacity-block purchase OFFERING_ID --region "
-        f"{spec.region} --yes`, then set purchaseOption capacity-block and capacityBlock.id; "
-        f"the block's zone must be the stack's availabilityZone ({spec.availability_zone})."
     )
     return OK
 
