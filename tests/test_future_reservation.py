@@ -15,6 +15,8 @@ import pytest
 from botocore.stub import Stubber
 
 from gpu_cluster.components.naming import STACK_ID_TAG
+from gpu_cluster.infra.aws import future_command
+from gpu_cluster.infra.aws.future_command import run_future_reservation
 from gpu_cluster.infra.aws.future_reservation import (
     create_future_reservation,
     future_reservation_problem,
@@ -23,7 +25,7 @@ from gpu_cluster.infra.aws.future_reservation import (
     rules,
 )
 from gpu_cluster.infra.errors import AwsError
-from gpu_cluster.infra.outcome import load_cluster_spec
+from gpu_cluster.infra.outcome import INPUT, CommandError, load_cluster_spec
 from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.validation.resolve import stack_identity
 
@@ -218,3 +220,36 @@ def test_pulumi_aws_cannot_express_a_start_date_yet():
     inputs = set(inspect.signature(aws_ec2.CapacityReservationArgs.__init__).parameters)
     assert {"instance_type", "end_date"} <= inputs
     assert not {"start_date", "commitment_duration", "delivery_preference"} & inputs
+
+
+def test_the_command_plans_without_yes_and_calls_nothing(monkeypatch, capsys):
+    monkeypatch.setattr(future_command, "client", lambda *args: Untouchable())
+    start = (datetime.now(UTC) + timedelta(days=30)).date().isoformat()
+    assert run_future_reservation("experiment", start, 14) == 0
+    out = capsys.readouterr().out
+    assert "1 x g5.12xlarge in us-east-1b" in out and "Nothing was created" in out
+
+
+def test_the_command_creates_with_yes(monkeypatch, capsys):
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    stub = Stubber(ec2)
+    stub.add_response(
+        "create_capacity_reservation",
+        {"CapacityReservation": {"CapacityReservationId": "cr-0123456789abcdef0"}},
+        None,
+    )
+    monkeypatch.setattr(future_command, "client", lambda *args: ec2)
+    start = (datetime.now(UTC) + timedelta(days=30)).date().isoformat()
+    with stub:
+        assert run_future_reservation("experiment", start, 14, yes=True) == 0
+    stub.assert_no_pending_responses()
+    out = capsys.readouterr().out
+    assert "created cr-0123456789abcdef0" in out
+    assert "capacityReservation.id cr-0123456789abcdef0" in out
+
+
+def test_the_command_refuses_a_bad_start_as_input(monkeypatch):
+    monkeypatch.setattr(future_command, "client", lambda *args: Untouchable())
+    with pytest.raises(CommandError) as refused:
+        run_future_reservation("experiment", "2020-01-01", 14, yes=True)
+    assert refused.value.code == INPUT and "in the past" in str(refused.value)
