@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
 from gpu_cluster.infra.json_doc import camel_fields, dump
@@ -26,6 +26,9 @@ from gpu_cluster.infra.outcome import (
     report,
 )
 from gpu_cluster.infra.overrides import add_override_options
+
+if TYPE_CHECKING:
+    from gpu_cluster.infra.prices.commitment import Commitment
 
 EXIT_CONFIG = INPUT  # kept for callers of the old name
 
@@ -52,12 +55,45 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise from_exception(plan.error)
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    outputs = plan.outputs or {}
+    warn_stale_prices(
+        args.max_price_age,
+        commitments="commitment" in str(outputs.get("costNotes", "")).lower(),
+        advisor=outputs.get("purchaseOption") == "spot",
+    )
     if args.json:
         json.dump(preview_json(plan), sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
     else:
         print(text_tree(plan))
     return OK
+
+
+def warn_stale_prices(
+    limit_days: float | None, commitments: bool = True, advisor: bool = True
+) -> None:
+    """A warning on stderr per bundled price snapshot the command prints from that is older
+    than the limit."""
+    from gpu_cluster.infra.prices.freshness import max_age_days, stale_warnings
+    from gpu_cluster.infra.prices.snapshots import bundled_snapshots
+
+    try:
+        limit = max_age_days(None if limit_days is None else int(limit_days))
+    except ValueError as error:
+        raise CommandError(INPUT, str(error)) from None
+    for warning in stale_warnings(bundled_snapshots(commitments, advisor), limit):
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def add_price_age_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-price-age",
+        type=bounded(1, 3650, "--max-price-age"),
+        default=None,
+        metavar="DAYS",
+        help="warn when a bundled price snapshot is older than this (default 30, or "
+        "GPUC_MAX_PRICE_AGE_DAYS)",
+    )
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -293,14 +329,35 @@ def check_regions(args: argparse.Namespace) -> None:
         checked_region(region)
 
 
+def stack_commitments(region: str) -> dict[str, Commitment]:
+    """Stack id -> the commitment its stack file holds, for this region's stacks (a stack file
+    that does not load prices its nodes without one: `gpuc plan` says what is wrong)."""
+    from gpu_cluster.infra.outcome import load_stack_spec
+    from gpu_cluster.infra.stack_files import available_stacks, project_root
+    from gpu_cluster.infra.validation import ResolvedCluster
+
+    found: dict[str, Commitment] = {}
+    for stack in available_stacks(project_root()):
+        try:
+            spec = load_stack_spec(stack)
+        except CommandError:
+            continue
+        if isinstance(spec, ResolvedCluster) and spec.region == region and spec.commitment:
+            found[StackIdentity(DEFAULT_PROJECT, stack, region, spec.name).stack_id] = (
+                spec.commitment
+            )
+    return found
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws import client
     from gpu_cluster.infra.aws.status import gang_spans, list_nodes, orphans
+    from gpu_cluster.infra.prices.gpu_prices import price_table
     from gpu_cluster.infra.stack_files import available_stacks, project_root
 
     args.region = stack_region(args.stack, args.region)
     ec2 = client("ec2", args.region)
-    nodes = list_nodes(ec2, args.region)
+    nodes = list_nodes(ec2, args.region, commitments=stack_commitments(args.region))
     if args.stack:
         stack = StackIdentity(DEFAULT_PROJECT, args.stack, args.region, args.stack)
         nodes = [n for n in nodes if n.belongs_to(stack)]
@@ -324,7 +381,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"  {n.health or 'not reported'}{mark}"
         )
     burn = sum(n.usd_per_hour or 0 for n in nodes)
-    print(f"burning about ${burn:,.2f}/hour (${burn * 24:,.0f}/day) at the bundled prices")
+    print(
+        f"burning about ${burn:,.2f}/hour (${burn * 24:,.0f}/day) at the bundled prices "
+        f"({price_table().label}), as `gpuc cost` prices them"
+    )
     for line in gang_spans(ec2, nodes):  # EC2 topology (infra/aws/status.py)
         print(line)
     return OK
@@ -520,6 +580,23 @@ def cmd_cost(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.cost.command import run_cost
     from gpu_cluster.infra.cost.model import DAYS_PER_MONTH, Usage
 
+    if args.savings_plan and args.reserved:
+        raise CommandError(
+            USAGE,
+            "--savings-plan and --reserved each price the nodes: give one "
+            f"(got --savings-plan {args.savings_plan} --reserved {args.reserved})",
+        )
+    if args.savings_plan or args.reserved:  # as the stack's `commitment` would, for this run
+        held = (
+            {"savingsPlan": args.savings_plan, "planType": args.plan_type}
+            if args.savings_plan
+            else {"reservedInstances": args.reserved}
+        )
+        args.overrides = [
+            *args.overrides,
+            ("--set", f"commitment={json.dumps(held | {'payment': args.payment})}"),
+        ]
+    warn_stale_prices(args.max_price_age)
     usage = Usage(
         hours_per_day=24.0 if args.hours_per_day is None else args.hours_per_day,
         days_per_month=DAYS_PER_MONTH if args.days_per_month is None else args.days_per_month,
@@ -619,6 +696,7 @@ def parser() -> argparse.ArgumentParser:
         help="plan another Pulumi Python project (its Pulumi.yaml and Pulumi.<stack>.yaml)",
     )
     add_override_options(plan)
+    add_price_age_option(plan)
     plan.set_defaults(func=cmd_plan)
     diff = sub.add_parser(
         "diff", help="what changes between two stacks, or a stack and --set overrides (offline)"
@@ -762,7 +840,31 @@ def parser() -> argparse.ArgumentParser:
     stacks.set_defaults(func=cmd_stacks)
     cost = sub.add_parser("cost", help="a stack's cost, line by line, and every way to buy it")
     add_override_options(cost)
+    add_price_age_option(cost)
     cost.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    cost.add_argument(
+        "--savings-plan",
+        choices=("1y", "3y"),
+        help="price the on-demand nodes at this Savings Plan's rate for their type (AWS's price "
+        "list files; the stack's `commitment` does it for every command)",
+    )
+    cost.add_argument(
+        "--plan-type",
+        choices=("compute", "ec2-instance"),
+        default="compute",
+        help="with --savings-plan: Compute (default) or EC2 Instance",
+    )
+    cost.add_argument(
+        "--reserved",
+        choices=("1y", "3y"),
+        help="price the on-demand nodes at a standard Reserved Instance's rate of this term",
+    )
+    cost.add_argument(
+        "--payment",
+        choices=("no-upfront", "partial-upfront", "all-upfront"),
+        default="no-upfront",
+        help="with --savings-plan or --reserved: how it is paid (upfront spread over the term)",
+    )
     cost.add_argument(
         "--hours-per-day",
         type=bounded(0, 24, "--hours-per-day"),

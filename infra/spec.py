@@ -251,6 +251,29 @@ class CapacityBlockSpec(StrictModel):
     )
 
 
+class CommitmentSpec(StrictModel):
+    """A Savings Plan or Reserved Instances the account holds for these nodes' on-demand hours:
+    the plan's estimate, `gpuc cost`, the dashboard's burn rate and `gpuc status` price them
+    at its rate (AWS's price list files, infra/prices/commitment_prices.py)."""
+
+    savings_plan: Literal["1y", "3y"] | None = Field(
+        default=None, description="a Savings Plan of this term covers the nodes"
+    )
+    plan_type: Literal["compute", "ec2-instance"] = Field(
+        default="compute",
+        description="with savingsPlan: a Compute or an EC2 Instance Savings Plan",
+    )
+    reserved_instances: Literal["1y", "3y"] | None = Field(
+        default=None, description="instead: Reserved Instances of this term for the nodes' type"
+    )
+    offering_class: Literal["standard", "convertible"] = Field(
+        default="standard", description="with reservedInstances: the offering class"
+    )
+    payment: Literal["no-upfront", "partial-upfront", "all-upfront"] = Field(
+        default="no-upfront", description="how it was paid (the upfront part spread over the term)"
+    )
+
+
 class IdleStopSpec(StrictModel):
     """Stop idle GPUs: unset = the stage's default (dev box 30 min, cluster 60 min, under 5%)."""
 
@@ -523,6 +546,11 @@ class StackSpec(StrictModel):
     capacity_block: CapacityBlockSpec | None = Field(
         default=None, description="purchaseOption capacity-block: the purchased block"
     )
+    commitment: CommitmentSpec | None = Field(
+        default=None,
+        description="a Savings Plan or Reserved Instances you hold: on-demand nodes are priced "
+        "at its rate",
+    )
     efa: ConfigBool | None = Field(
         default=None,
         description="EFA on every EFA-capable network card (unset: on when nodes > 1 and the "
@@ -605,6 +633,7 @@ class StackSpec(StrictModel):
         "spot",
         "capacity_reservation",
         "capacity_block",
+        "commitment",
         "inference",
         "fsx",
         "idle_stop",
@@ -631,6 +660,7 @@ OBJECT_KEYS = frozenset(
         "spot",
         "capacityReservation",
         "capacityBlock",
+        "commitment",
         "fsx",
         "secrets",
         "idleStop",

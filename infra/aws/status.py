@@ -17,6 +17,7 @@ from gpu_cluster.components.naming import (
     STACK_TAG,
 )
 from gpu_cluster.infra.aws import AwsError, paginate
+from gpu_cluster.infra.prices.commitment import Commitment, committed_hourly
 from gpu_cluster.infra.prices.node_price import node_hourly
 
 
@@ -46,8 +47,15 @@ def tag(instance: dict[str, Any], key: str) -> str:
     return next((t["Value"] for t in instance.get("Tags", []) if t["Key"] == key), "")
 
 
-def list_nodes(ec2: Any, region: str, now: datetime | None = None) -> list[Node]:
-    """Every pending or running instance this project manages (tag managed-by=gpu-cluster)."""
+def list_nodes(
+    ec2: Any,
+    region: str,
+    now: datetime | None = None,
+    commitments: dict[str, Commitment] | None = None,
+) -> list[Node]:
+    """Every pending or running instance this project manages (tag managed-by=gpu-cluster);
+    ``commitments``: stack id -> the Savings Plan or RIs its stack file says it holds, which
+    price its on-demand nodes as `gpuc cost` does (infra/prices/commitment.py)."""
     ((managed_key, managed_value),) = MANAGED_BY_TAG.items()
     now = now or datetime.now(UTC)
     nodes = []
@@ -66,6 +74,9 @@ def list_nodes(ec2: Any, region: str, now: datetime | None = None) -> list[Node]
             lifecycle = instance.get("InstanceLifecycle") or "on-demand"
             zone = instance.get("Placement", {}).get("AvailabilityZone", "")
             price = node_hourly(region, kind, lifecycle == "spot", zone)
+            commitment = (commitments or {}).get(tag(instance, STACK_ID_TAG))
+            if commitment is not None and lifecycle != "spot":
+                price = committed_hourly(region, kind, price, commitment).usd_per_hour
             launched = instance.get("LaunchTime") or now
             nodes.append(
                 Node(

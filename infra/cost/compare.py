@@ -4,13 +4,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpu_cluster.components.catalog import Catalog, load_catalog
+from gpu_cluster.infra.aws.future_reservation import rules as future_rules
+from gpu_cluster.infra.aws.future_reservation import series
 from gpu_cluster.infra.cost.model import HOURS_PER_DAY, Usage
 from gpu_cluster.infra.prices.block_quote import BlockQuote
+from gpu_cluster.infra.prices.commitment_prices import reserved_rate, savings_plan_rate
 from gpu_cluster.infra.prices.gpu_prices import PriceTable, price_table
 from gpu_cluster.infra.prices.node_price import cheapest_spot_zone
+from gpu_cluster.infra.prices.spot_advisor import band_text, spot_band
 from gpu_cluster.infra.prices.unit_prices import hours_per_month, unit_prices
 from gpu_cluster.infra.validation import ResolvedCluster
 
@@ -93,7 +98,7 @@ def compare_options(
                 f"spot, {spec.availability_zone}",
                 nodes * spot[zone],
                 False,
-                f"{zone}; may be interrupted with 2 minutes' notice",
+                f"{zone}; may be interrupted with 2 minutes' notice" + band_note(spec.region, kind),
             )
         )
     else:
@@ -113,17 +118,49 @@ def compare_options(
         )
     for years, default in ((1, unit.savings_plan_1y), (3, unit.savings_plan_3y)):
         given = usage.savings_plan_1y if years == 1 else usage.savings_plan_3y
-        rate = default if given is None else given
-        rows.append(
-            row(
-                f"savings plan, {years} year",
-                od * (1 - rate) if od is not None else None,
-                True,
-                f"{rate:.0%} off on-demand (assumed); the hourly commitment bills every hour of "
-                "the month",
-                committed=True,
+        exact = savings_plan_rate(spec.region, kind, years) if given is None else None
+        if exact is not None:
+            hourly, note = (
+                nodes * exact.usd_per_hour,
+                (
+                    f"Compute, No Upfront: ${exact.usd_per_hour:,.4f}/h per node ({exact.label}); "
+                    "the hourly commitment bills every hour of the month"
+                ),
             )
-        )
+        else:
+            rate = default if given is None else given
+            hourly = od * (1 - rate) if od is not None else None
+            note = (
+                f"{rate:.0%} off on-demand ({'your rate' if given is not None else 'assumed'}: "
+                "no price list rate bundled); the hourly commitment bills every hour of the month"
+            )
+        rows.append(row(f"savings plan, {years} year", hourly, True, note, committed=True))
+    for years in (1, 3):
+        instance_plan = savings_plan_rate(spec.region, kind, years, "ec2-instance")
+        if instance_plan is not None:
+            rows.append(
+                row(
+                    f"EC2 instance savings plan, {years} year",
+                    nodes * instance_plan.usd_per_hour,
+                    True,
+                    f"{kind.split('.')[0]} in {spec.region} only, No Upfront: "
+                    f"${instance_plan.usd_per_hour:,.4f}/h per node ({instance_plan.label})",
+                    committed=True,
+                )
+            )
+    for years in (1, 3):
+        reserved = reserved_rate(spec.region, kind, years)
+        if reserved is not None:
+            rows.append(
+                row(
+                    f"reserved instances, {years} year",
+                    nodes * reserved.usd_per_hour,
+                    True,
+                    f"standard, No Upfront: ${reserved.usd_per_hour:,.4f}/h per node "
+                    f"({reserved.label})",
+                    committed=True,
+                )
+            )
     rows.append(
         row(
             "capacity reservation",
@@ -133,6 +170,7 @@ def compare_options(
             committed=True,
         )
     )
+    rows.append(future_reservation_row(spec, od, row))
     if "capacity-block" in spec.facts.usage_classes:
         if block_quote is not None:
             rows.append(
@@ -148,6 +186,45 @@ def compare_options(
         else:
             rows.append(row("capacity block", None, True, CAPACITY_BLOCK_QUOTE))
     return rows
+
+
+def band_note(region: str, instance_type: str) -> str:
+    """The Spot Instance Advisor's interruption band, labelled advisory, if bundled."""
+    band = spot_band(region, instance_type)
+    return f"; {band_text(band)}" if band else ""
+
+
+def future_reservation_row(
+    spec: ResolvedCluster, on_demand: float | None, row: Callable[..., OptionCost]
+) -> OptionCost:
+    """A future-dated capacity reservation: the on-demand rate from its start, for at least its
+    commitment; EC2 takes them for some series only (infra/data/future_reservations.json)."""
+    rules = future_rules()
+    kind = spec.facts.instance_type
+    if series(kind) not in rules["series"]:
+        return row(
+            "future capacity reservation",
+            None,
+            True,
+            f"EC2 reserves only {', '.join(s.upper() for s in rules['series'])} types ahead, not "
+            f"{kind}; a Capacity Block is how to book it ahead",
+            committed=True,
+        )
+    vcpus = spec.facts.vcpus * spec.node_count
+    short = (
+        f"; {vcpus} vCPUs is under AWS's minimum of {rules['min_total_vcpus']}"
+        if vcpus < rules["min_total_vcpus"]
+        else ""
+    )
+    return row(
+        "future capacity reservation",
+        on_demand,
+        True,
+        f"on-demand rate from a start {rules['min_days_ahead']}-{rules['max_days_ahead']} days "
+        f"ahead, committed for at least {rules['min_commitment_days']} days, used or not{short} "
+        "(`gpuc capacity-reservation`)",
+        committed=True,
+    )
 
 
 def saving(row: OptionCost, baseline: OptionCost) -> float | None:

@@ -21,6 +21,7 @@ from gpu_cluster.components.purchase import (
     is_single_instance,
 )
 from gpu_cluster.infra.cost.firewall import firewall_usd_per_hour
+from gpu_cluster.infra.prices.commitment import committed_hourly
 from gpu_cluster.infra.prices.gpu_prices import PriceTable, price_table
 from gpu_cluster.infra.prices.unit_prices import UnitPrices, hours_per_month, unit_prices
 from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
@@ -118,9 +119,10 @@ def zone_id(spec: ResolvedCluster, catalog: Catalog) -> str | None:
 
 
 def gpu_lines(spec: ResolvedCluster, prices: PriceTable, catalog: Catalog) -> list[CostLine]:
-    """The GPU instances, priced by the stack's purchase option."""
+    """The GPU instances, priced by the stack's purchase option (on-demand hours at the rate of
+    the commitment the stack says it holds: infra/prices/commitment.py)."""
     kind, nodes = spec.facts.instance_type, spec.node_count
-    on_demand = prices.on_demand.get((spec.region, kind))
+    listed = prices.on_demand.get((spec.region, kind))
     source = prices.label
     what = f"{nodes} x {kind}"
     purchase = spec.purchase
@@ -135,14 +137,19 @@ def gpu_lines(spec: ResolvedCluster, prices: PriceTable, catalog: Catalog) -> li
                 "not priced offline",
             )
         ]
-    if on_demand is None:
+    if listed is None:
         return [CostLine(f"GPU instances ({spec.purchase_option})", what, None, False, source)]
+    on_demand, rate = listed, f"${listed:,.4f}/h each"
+    if spec.commitment is not None:
+        committed = committed_hourly(spec.region, kind, listed, spec.commitment)
+        if committed.usd_per_hour is not None:
+            on_demand, rate = committed.usd_per_hour, committed.label
     if isinstance(purchase, CapacityReservation):
         return [
             CostLine(
                 "GPU instances (capacity reservation)",
-                f"{what} at the on-demand rate ${on_demand:,.4f}/h each; the reservation bills "
-                "24 h/day from creation, used or not",
+                f"{what} at the on-demand rate {rate}; the reservation bills 24 h/day from "
+                "creation, used or not",
                 nodes * on_demand,
                 True,
                 source,
@@ -151,11 +158,7 @@ def gpu_lines(spec: ResolvedCluster, prices: PriceTable, catalog: Catalog) -> li
     if not isinstance(purchase, Spot):
         return [
             CostLine(
-                "GPU instances (on-demand)",
-                f"{what} at ${on_demand:,.4f}/h each",
-                nodes * on_demand,
-                False,
-                source,
+                "GPU instances (on-demand)", f"{what} at {rate}", nodes * on_demand, False, source
             )
         ]
     base = min(purchase.on_demand_base, nodes)
@@ -164,7 +167,7 @@ def gpu_lines(spec: ResolvedCluster, prices: PriceTable, catalog: Catalog) -> li
         lines.append(
             CostLine(
                 "GPU instances (on-demand base)",
-                f"{base} x {kind} at ${on_demand:,.4f}/h each",
+                f"{base} x {kind} at {rate}",
                 base * on_demand,
                 False,
                 source,
@@ -175,7 +178,7 @@ def gpu_lines(spec: ResolvedCluster, prices: PriceTable, catalog: Catalog) -> li
     where = f"{spec.availability_zone} ({zone or 'AZ id unknown'})"
     if spot is None:
         detail = f"{nodes - base} x {kind}: no spot price for {where}; on-demand rate shown"
-        spot = on_demand
+        spot = listed
     else:
         detail = f"{nodes - base} x {kind} at ${spot:,.4f}/h each in {where}"
     if nodes - base:

@@ -3,7 +3,7 @@ prices: a resolved stack, or every problem found (never the first one only)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from gpu_cluster.components.catalog import Catalog, InstanceFacts, load_catalog
@@ -17,7 +17,9 @@ from gpu_cluster.components.names import StackIdentity
 from gpu_cluster.components.network import ExistingNetwork
 from gpu_cluster.components.nic_layout import ip_addresses_per_node, nic_layout
 from gpu_cluster.components.purchase import Purchase, is_single_instance
+from gpu_cluster.infra.prices.commitment import Commitment
 from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.prices.spot_advisor import reclaim_warning
 from gpu_cluster.infra.problems import Problem
 from gpu_cluster.infra.spec import (
     PROJECT,
@@ -28,6 +30,7 @@ from gpu_cluster.infra.spec import (
     StackSpec,
     StorageSpec,
 )
+from gpu_cluster.infra.validation.commitment import check_commitment
 from gpu_cluster.infra.validation.common import key
 from gpu_cluster.infra.validation.compute import (
     check_ami,
@@ -98,6 +101,7 @@ class ResolvedCluster:
     # availabilityZone left out in your own subnet, and not read yet: the subnet whose zone
     # availability_zone stands in for (validation/subnet_zone.py)
     zone_from_subnet: str | None = None
+    commitment: Commitment | None = None  # a Savings Plan or RIs the account holds
 
     @property
     def total_gpus(self) -> float:
@@ -206,6 +210,8 @@ def resolve_used(
     problems += found
     purchase, found = check_purchase(spec, facts, catalog, efa)
     problems += found
+    commitment, found = check_commitment(spec)
+    problems += found
     controls, found = check_cost_controls(
         spec, purchase is not None and is_single_instance(purchase, spec.nodes)
     )
@@ -246,41 +252,44 @@ def resolve_used(
     if problems or (layout is None and existing is None) or purchase is None:
         return None, problems
     assert spec.availability_zone is not None
-    return (
-        ResolvedCluster(
-            stack=stack,
-            name=name,
-            region=spec.region,
-            availability_zone=spec.availability_zone,
-            facts=facts,
-            node_count=spec.nodes,
-            efa=efa,
-            purchase=purchase,
-            layout=layout,
-            network=spec.network,
-            existing_network=existing,
-            root_volume=spec.root_volume,
-            storage=spec.storage,
-            ami=spec.ami,
-            tags=dict(spec.tags),
-            hourly_usd=on_demand_hourly(spec.region, facts.instance_type),
-            fsx=spec.fsx,
-            warnings=cluster_warnings(spec, facts, layout, known_stacks or [])
-            + (
-                (stand_in_note(zone_subnet, spec.availability_zone, spec.region),)
-                if zone_subnet
-                else ()
-            ),
-            choice_note=gpu_choice_note(spec, catalog),
-            container_network=spec.container_network,
-            secrets=tuple(spec.secrets),
-            cost_controls=controls,
-            inference=serving,
-            image_repositories=repositories,
-            zone_from_subnet=zone_subnet,
+    resolved = ResolvedCluster(
+        stack=stack,
+        name=name,
+        region=spec.region,
+        availability_zone=spec.availability_zone,
+        facts=facts,
+        node_count=spec.nodes,
+        efa=efa,
+        purchase=purchase,
+        layout=layout,
+        network=spec.network,
+        existing_network=existing,
+        root_volume=spec.root_volume,
+        storage=spec.storage,
+        ami=spec.ami,
+        tags=dict(spec.tags),
+        hourly_usd=on_demand_hourly(spec.region, facts.instance_type),
+        fsx=spec.fsx,
+        warnings=cluster_warnings(spec, facts, layout, known_stacks or [])
+        + (
+            (stand_in_note(zone_subnet, spec.availability_zone, spec.region),)
+            if zone_subnet
+            else ()
         ),
-        [],
+        choice_note=gpu_choice_note(spec, catalog),
+        container_network=spec.container_network,
+        secrets=tuple(spec.secrets),
+        cost_controls=controls,
+        inference=serving,
+        image_repositories=repositories,
+        zone_from_subnet=zone_subnet,
+        commitment=commitment,
     )
+    # a training stage on spot in an upper Spot Instance Advisor band: what a reclaim costs
+    reclaim = reclaim_warning(resolved)
+    if reclaim:
+        resolved = replace(resolved, warnings=(*resolved.warnings, reclaim))
+    return resolved, []
 
 
 def cluster_warnings(

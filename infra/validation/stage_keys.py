@@ -76,6 +76,9 @@ KEYS: dict[str, Use] = {
         "Purchase CapacityBlock: the launch template's market options",
         "a dev box is on-demand; a service's launch template takes no Capacity Block",
     ),
+    "commitment": Use(
+        NODES, "the GPU line's price (gpu_lines), the dashboard's burn rate", NO_NODES
+    ),
     "efa": Use(CLUSTER, "the launch template's NIC layout (nic_layout)", SERVICE),
     "rootVolume": Use(NODES, "node_root_volume: every node's root volume", NO_NODES),
     "network": Use(NODES, "the VPC (ClusterNetwork) or yours (existing_network)", NO_NODES),
@@ -151,6 +154,7 @@ SAME_AS_PARENT = {
     "spot": ("maxPrice", "onDemandBase", "fallbackTypes"),
     "capacityReservation": ("id", "resourceGroupArn", "create", "endDate"),
     "capacityBlock": ("id",),
+    "commitment": ("savingsPlan", "planType", "reservedInstances", "offeringClass", "payment"),
     "rootVolume": ("sizeGib", "iops", "throughput"),
     "network": (
         "vpcCidr",
