@@ -235,11 +235,26 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.validation import ResolvedCluster, ResolvedData
 
     spec = load_stack_spec(args.stack)
+    if args.regions:  # refused before any call
+        from gpu_cluster.components.purchase import instance_types
+        from gpu_cluster.infra.aws.placement_scores import checked_regions
+
+        if not isinstance(spec, ResolvedCluster):
+            raise CommandError(INPUT, "--regions ranks spot placement for a stack with nodes")
+        try:
+            checked_regions(
+                region_list(args.regions) or [],
+                instance_types(spec.facts.instance_type, spec.purchase),
+            )
+        except ValueError as refused:
+            raise CommandError(INPUT, str(refused)) from None
+    scoring_ec2 = None  # the stack's region's EC2 client, for --regions
     if isinstance(spec, ResolvedData):  # the storage stack: its credentials and bucket name
         checks = run_data_preflight(spec, Clients.for_region(spec.region))
         where = spec.region
     elif isinstance(spec, ResolvedCluster):
         clients = Clients.for_region(spec.region)
+        scoring_ec2 = clients.ec2
         spec = in_subnet_zone(spec, clients)  # availabilityZone left out: the subnet's
         checks = run_preflight(spec, clients)
         where = f"{spec.region}, {spec.availability_zone}"
@@ -249,8 +264,21 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     failed = [check for check in checks if check.status == FAIL]
     unread = [check.name for check in failed if check.could_not_look]
+    scores = None
+    if args.regions:
+        if scoring_ec2 is None:
+            raise CommandError(INPUT, "--regions ranks spot placement for a stack with nodes")
+        scores = region_scores(spec, scoring_ec2, region_list(args.regions) or [])
     if not (args.json and unread):
-        report_checks(args.stack, where, checks, args.json)
+        if args.json and scores is not None:
+            dump({"checks": [camel_fields(c) for c in checks], "placementScores": scores[1]})
+        else:
+            report_checks(args.stack, where, checks, args.json)
+        if scores is not None and not args.json:
+            from gpu_cluster.infra.aws.placement_scores import placement_text
+
+            print(f"Spot placement scores for {scores[0]}:")
+            print("\n".join("  " + line for line in placement_text(*scores[2:])))
     if unread:  # an AWS call failed: those checks could not look (exit 4), the rest is findings
         raise CommandError(
             AWS,
@@ -259,6 +287,26 @@ def cmd_preflight(args: argparse.Namespace) -> int:
             [camel_fields(check) for check in checks],
         )
     return FINDINGS if failed else OK
+
+
+def region_scores(spec: Any, ec2: Any, regions: list[str]) -> tuple[str, list, Any, Any, Any]:
+    """GetSpotPlacementScores for the stack's types and size over ``regions``, ranked."""
+    from gpu_cluster.components.purchase import instance_types
+    from gpu_cluster.infra.aws.placement_scores import own_zone_id, placement_scores
+    from gpu_cluster.infra.problems import AwsError
+
+    kinds = instance_types(spec.facts.instance_type, spec.purchase)
+    try:
+        zone = own_zone_id(ec2, spec.availability_zone)
+        scores = placement_scores(
+            ec2, kinds, spec.node_count, regions, spec.region, zone, single_zone=True
+        )
+    except ValueError as refused:
+        raise CommandError(INPUT, str(refused)) from None
+    except AwsError as error:
+        raise CommandError(AWS, f"GetSpotPlacementScores failed: {error}") from error
+    what = f"{spec.node_count} x {'/'.join(kinds)} in one zone"
+    return what, [camel_fields(s) for s in scores], scores, regions, kinds
 
 
 def report_checks(stack: str, where: str, checks: list[Any], as_json: bool) -> None:
@@ -618,7 +666,30 @@ def cmd_cost(args: argparse.Namespace) -> int:
 def cmd_block_offerings(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws.block_command import run_offerings
 
-    return run_offerings(args.stack, args.hours, args.start, args.json)
+    return run_offerings(
+        args.stack, args.hours, args.start, args.json, regions=region_list(args.regions)
+    )
+
+
+def region_list(text: str | None) -> list[str] | None:
+    """--regions us-east-1,us-west-2 (commas or spaces); None when not given."""
+    if not text:
+        return None
+    return [r for r in text.replace(",", " ").split() if r]
+
+
+def cmd_capacity_reservation(args: argparse.Namespace) -> int:
+    from gpu_cluster.infra.aws.future_command import run_future_reservation
+
+    return run_future_reservation(
+        args.stack,
+        args.start,
+        args.commitment_days,
+        args.count,
+        args.yes,
+        args.json,
+        args.overrides,
+    )
 
 
 def cmd_block_purchase(args: argparse.Namespace) -> int:
@@ -634,6 +705,8 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.problems import AwsError
 
     regions: list[str] = args.region or list(DEFAULT_REGIONS)
+    if args.commitments or args.spot_advisor:
+        return refresh_other_prices(args, regions)
     try:
         rows = fetch_prices(regions)
     except AwsError as error:
@@ -648,6 +721,44 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
         dump({"path": str(prices), "rows": len(rows), "regions": regions, "keptRegions": kept})
         return OK
     print(f"wrote {len(rows)} price rows for {len(regions)} regions to {prices}")
+    return OK
+
+
+def refresh_other_prices(args: argparse.Namespace, regions: list[str]) -> int:
+    """--commitments: Savings Plan and RI rates from AWS's public price list files (streamed;
+    no credentials); --spot-advisor: the Spot Instance Advisor's bands. Each all or nothing."""
+    from gpu_cluster.infra.problems import AwsError
+
+    if args.output and args.commitments and args.spot_advisor:
+        raise CommandError(
+            USAGE, "--output names one file: refresh --commitments and --spot-advisor one at a time"
+        )
+    target: dict[str, Any] = {}
+    if args.output:
+        target = {"path": args.output, "meta_path": args.output.with_suffix(".meta.json")}
+    done: dict[str, Any] = {}
+    if args.commitments:
+        from gpu_cluster.infra.aws.price_list_files import run_commitments_refresh
+
+        def progress(line: str) -> None:
+            if not args.json:
+                print(line, file=sys.stderr, flush=True)
+
+        try:
+            rows = run_commitments_refresh(regions, progress=progress, **target)
+        except AwsError as error:
+            raise CommandError(AWS, f"{error}\nThe bundled rates were kept unchanged.") from error
+        done["commitmentRows"] = len(rows)
+    if args.spot_advisor:
+        from gpu_cluster.infra.aws.spot_advisor_refresh import refresh_spot_advisor
+
+        data = refresh_spot_advisor(**target)
+        done["spotAdvisorRegions"] = len(data.get("spot_advisor", {}))
+    if args.json:
+        dump(done)
+    else:
+        for name, value in done.items():
+            print(f"{name}: {value}")
     return OK
 
 
@@ -722,6 +833,12 @@ def parser() -> argparse.ArgumentParser:
     audit.set_defaults(func=cmd_audit)
     preflight = sub.add_parser("preflight", help="read-only checks before pulumi up (needs AWS)")
     preflight.add_argument("--stack", "-s", required=True)
+    preflight.add_argument(
+        "--regions",
+        metavar="R1,R2",
+        help="also rank spot placement scores for the stack's types and size over these regions "
+        "(at most 10), the stack's own marked",
+    )
     preflight.add_argument("--json", action="store_true")
     preflight.set_defaults(func=cmd_preflight)
     run = sub.add_parser(
@@ -915,6 +1032,12 @@ def parser() -> argparse.ArgumentParser:
     offerings.add_argument("--stack", "-s", required=True)
     offerings.add_argument("--hours", type=int, required=True, help="block length, whole days")
     offerings.add_argument("--start", help="earliest start date (UTC), e.g. 2027-01-15")
+    offerings.add_argument(
+        "--regions",
+        metavar="R1,R2",
+        help="search these regions too, ranked by total price then start (default: the "
+        "stack's region)",
+    )
     offerings.add_argument("--json", action="store_true")
     offerings.set_defaults(func=cmd_block_offerings)
     buy = block_sub.add_parser("purchase", help="buy an offering (cannot be cancelled)")
@@ -963,12 +1086,44 @@ def parser() -> argparse.ArgumentParser:
     )
     estimate.add_argument("--json", action="store_true")
     estimate.set_defaults(func=cmd_estimate)
+    future = sub.add_parser(
+        "capacity-reservation",
+        help="plan, and with --yes create, a future-dated capacity reservation (needs AWS)",
+    )
+    add_override_options(future)
+    future.add_argument("--stack", "-s", required=True)
+    future.add_argument(
+        "--start", required=True, help="when it starts (UTC), 5-120 days ahead, e.g. 2027-02-01"
+    )
+    future.add_argument(
+        "--commitment-days",
+        type=int,
+        default=14,
+        help="how long it is held at least (AWS's minimum: 14 days); it ends then",
+    )
+    future.add_argument("--count", type=int, help="instances (default: the stack's nodes)")
+    future.add_argument(
+        "--yes", action="store_true", help="create it: it bills from its start, used or not"
+    )
+    future.add_argument("--json", action="store_true")
+    future.set_defaults(func=cmd_capacity_reservation)
     prices = sub.add_parser("prices", help="the bundled GPU price snapshot")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     prices_refresh = prices_sub.add_parser("refresh", help="rebuild it from AWS (boto3)")
     prices_refresh.add_argument("--region", action="append", help="region (repeatable)")
     prices_refresh.add_argument(
         "--output", type=Path, help="write here instead of the bundled file"
+    )
+    prices_refresh.add_argument(
+        "--commitments",
+        action="store_true",
+        help="instead: Savings Plan and Reserved Instance rates from AWS's public price list "
+        "files (large downloads, streamed; no credentials)",
+    )
+    prices_refresh.add_argument(
+        "--spot-advisor",
+        action="store_true",
+        help="instead: the Spot Instance Advisor's interruption bands (public; advisory)",
     )
     prices_refresh.add_argument("--json", action="store_true")
     prices_refresh.set_defaults(func=cmd_prices_refresh)

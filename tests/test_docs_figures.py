@@ -366,7 +366,7 @@ def test_the_benchmarks_timings_are_the_recorded_runs():
 # Each module that calls AWS outside Pulumi, by its file name, and who runs it.
 CALLERS = {
     "capacity_blocks": "gpuc capacity-block",
-    "future_reservation": "gpuc capacity-reservation (future-dated)",
+    "future_reservation": "gpuc capacity-reservation",
     "catalog_refresh": "gpuc catalog refresh",
     "job_command": "gpuc run, jobs, logs, cancel",
     "job_image": "gpuc run, jobs, logs, cancel",
