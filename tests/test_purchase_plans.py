@@ -477,3 +477,29 @@ def test_the_group_scales_in_30_minutes_before_its_capacity_block_ends():
         if s.name.endswith("expiry-stop")
     ]
     assert stop_at == f"at({soon:%Y-%m-%dT%H:%M:%S})"
+
+
+def test_a_scheduled_future_dated_reservation_says_when_it_starts_not_that_it_is_empty():
+    """A future-dated reservation holds 0 instances until its start (EC2 User Guide): the plan
+    names the start instead of asking for 0 nodes, and creates nothing."""
+    start = datetime(2027, 2, 1, tzinfo=UTC)
+    config = train_with(purchaseOption="capacity-reservation", capacityReservation={"id": BLOCK_ID})
+    plan = run_plan(
+        "train",
+        config,
+        reservation_lookup=lambda *_: facts(
+            reservation_type="default", state="scheduled", total_instances=0, start_date=start
+        ),
+    )
+    assert isinstance(plan.error, ConfigError) and plan.resources[1:] == []
+    (problem,) = plan.error.problems
+    assert "is scheduled: it holds no instance until it starts on 2027-02-01 00:00 UTC" in (
+        problem.problem
+    )
+    assert "nodes" not in problem.path
+    active = run_plan(
+        "train",
+        config,
+        reservation_lookup=lambda *_: facts(reservation_type="default", start_date=start),
+    )
+    assert active.error is None, active.error

@@ -739,3 +739,55 @@ def test_a_sweep_in_one_region_leaves_the_same_stack_of_another_region_alone():
     assert iam.get_role(RoleName=live["role"])["Role"]["RoleName"] == live["role"]
     names = {r["RoleName"] for r in iam.list_roles()["Roles"]}
     assert "train-security-node-role-9z8y7x6" not in names
+
+
+def test_a_reservation_within_its_commitment_is_reported_and_never_cancelled():
+    """A future-dated reservation (`gpuc capacity-reservation`) carries the stack's tags; within
+    its commitment cancelling needs a paid cancellation quote (EC2 API
+    CancelCapacityReservation), so the sweep names it and its end, and makes no cancel call; an
+    uncommitted active one is cancelled as before."""
+    from datetime import UTC, datetime, timedelta
+
+    from botocore.stub import Stubber
+
+    from gpu_cluster.infra.aws.sweep import COMMITTED
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    until = datetime.now(UTC) + timedelta(days=20)
+    answer = {
+        "CapacityReservations": [
+            {
+                "CapacityReservationId": "cr-0aaaaaaaaaaaaaaa1",
+                "InstanceType": "g5.12xlarge",
+                "TotalInstanceCount": 2,
+                "State": "active",
+                "CommitmentInfo": {"CommittedInstanceCount": 2, "CommitmentEndDate": until},
+            },
+            {
+                "CapacityReservationId": "cr-0bbbbbbbbbbbbbbb2",
+                "InstanceType": "g5.12xlarge",
+                "TotalInstanceCount": 1,
+                "State": "active",
+            },
+        ]
+    }
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_capacity_reservations", answer)
+        probe = Sweeper(ec2, None, None, REGION, "train")
+        found = list(probe.reservations())
+        stub.add_response(
+            "cancel_capacity_reservation",
+            {"Return": True},
+            {"CapacityReservationId": "cr-0bbbbbbbbbbbbbbb2"},
+        )
+        failures = probe.delete_all(found)
+        stub.assert_no_pending_responses()  # one cancel call only: the uncommitted one
+    kinds = {f.resource_id: f.kind for f in found}
+    assert kinds == {
+        "cr-0aaaaaaaaaaaaaaa1": COMMITTED,
+        "cr-0bbbbbbbbbbbbbbb2": "capacity reservation",
+    }
+    committed = next(f for f in found if f.kind == COMMITTED)
+    assert f"committed until {until:%Y-%m-%d}" in committed.detail
+    ((left, why),) = failures
+    assert left.resource_id == "cr-0aaaaaaaaaaaaaaa1" and "cancellation" in why

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from gpu_cluster.components.names import DEFAULT_PROJECT, StackIdentity
@@ -19,6 +20,8 @@ from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
 from gpu_cluster.infra.prices.node_price import node_hourly
 from gpu_cluster.infra.prices.unit_prices import unit_prices
 from gpu_cluster.infra.problems import AwsError
+
+COMMITTED = "committed capacity reservation"  # reported, never cancelled by the sweep
 
 
 @dataclass
@@ -201,20 +204,37 @@ class Sweeper(NetworkSweep, ControlsSweep):
             yield Leftover("spot request", request["SpotInstanceRequestId"], "", 0.0)
 
     def reservations(self) -> Iterator[Leftover]:
+        """Active reservations, and future-dated ones (`gpuc capacity-reservation`) scheduled
+        to start: within its commitment a reservation is reported, not cancelled (cancelling
+        then needs a paid cancellation quote: EC2 API CancelCapacityReservation)."""
         for reservation in paginate(
             self.ec2,
             "ec2",
             "DescribeCapacityReservations",
             "CapacityReservations",
-            Filters=[*stack_filter(self.identity), {"Name": "state", "Values": ["active"]}],
+            Filters=[
+                *stack_filter(self.identity),
+                {"Name": "state", "Values": ["active", "scheduled"]},
+            ],
         ):
             kind = reservation["InstanceType"]
             count = reservation.get("TotalInstanceCount", 0)
+            hourly = count * (on_demand_hourly(self.region, kind) or 0.0)
+            until = (reservation.get("CommitmentInfo") or {}).get("CommitmentEndDate")
+            if until is not None and until > datetime.now(UTC):
+                yield Leftover(
+                    COMMITTED,
+                    reservation["CapacityReservationId"],
+                    f"{reservation.get('State', '')}, committed until {until:%Y-%m-%d}: it bills "
+                    "until then; cancelling sooner needs a cancellation quote (EC2 console)",
+                    hourly,
+                )
+                continue
             yield Leftover(
                 "capacity reservation",
                 reservation["CapacityReservationId"],
                 f"{count} x {kind}, billed used or not",
-                count * (on_demand_hourly(self.region, kind) or 0.0),
+                hourly,
             )
 
     def launch_templates(self) -> Iterator[Leftover]:
@@ -308,6 +328,12 @@ class Sweeper(NetworkSweep, ControlsSweep):
             "log group": lambda n: call(self.logs, "logs", "DeleteLogGroup", logGroupName=n),
             "FSx file system": lambda i: call(self.fsx, "fsx", "DeleteFileSystem", FileSystemId=i),
         }
+        if leftover.kind == COMMITTED:
+            raise AwsError(
+                f"{leftover.resource_id} is {leftover.detail}; gpuc sweep does not pay a "
+                "cancellation charge",
+                "CommittedReservation",
+            )
         actions[leftover.kind](leftover.resource_id)
 
     def listers(self) -> tuple[Callable[[], Iterator[Leftover]], ...]:

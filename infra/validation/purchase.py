@@ -23,6 +23,9 @@ from gpu_cluster.infra.spec import CapacityReservationSpec, SpotSpec, StackSpec
 from gpu_cluster.infra.suggest import suggest
 from gpu_cluster.infra.validation.common import config_moment, key, rfc3339
 
+# the states of a future-dated On-Demand Capacity Reservation before it starts (EC2 API
+# CapacityReservationState; infra/data/future_reservations.json notes "states")
+FUTURE_STATES = frozenset({"assessing", "scheduled", "delayed"})
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}\Z")
 RESOURCE_GROUP_ARN = re.compile(
     r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]{1,300}\Z"
@@ -372,7 +375,24 @@ def check_live_reservation(
                 fix=f"pulumi config set availabilityZone {facts.availability_zone}",
             )
         )
-    if node_count > facts.total_instances:
+    future = not isinstance(purchase, CapacityBlock) and facts.state in FUTURE_STATES
+    if future:
+        # a future-dated reservation holds 0 instances until its start (EC2 User Guide, future-
+        # dated Capacity Reservations: assessing -> scheduled -> active at the start date)
+        starts = f" on {facts.start_date:%Y-%m-%d %H:%M} UTC" if facts.start_date else ""
+        problems.append(
+            Problem(
+                path=path,
+                received=received,
+                problem=f"the future-dated {what} is {facts.state}: it holds no instance until "
+                f"it starts{starts}, and nodes cannot launch into it before",
+                allowed="an active reservation",
+                fix="run `pulumi up` once it is active (`aws ec2 describe-capacity-reservations "
+                f"--capacity-reservation-ids {received}`), or use purchaseOption on-demand "
+                "until then",
+            )
+        )
+    elif node_count > facts.total_instances:
         problems.append(
             Problem(
                 path=key("nodes"),
@@ -382,7 +402,7 @@ def check_live_reservation(
                 fix=f"pulumi config set nodes {facts.total_instances}",
             )
         )
-    if facts.state not in USABLE_STATES:
+    if facts.state not in USABLE_STATES and not future:
         problems.append(
             Problem(
                 path=path,
