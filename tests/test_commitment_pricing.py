@@ -183,22 +183,24 @@ def test_gpuc_status_burns_at_the_same_price_as_gpuc_cost(rates, monkeypatch, ca
         ({"payment": "all-upfront"}, {}, "neither a Savings Plan nor Reserved Instances"),
         ({"savingsPlan": "1y", "offeringClass": "standard"}, {}, "describes a reservedInstances"),
         ({"savingsPlan": "2y"}, {}, "2y"),
-        ({"savingsPlan": "1y"}, {"gpu-cluster:purchaseOption": "spot"}, "never apply to Spot"),
-        (
-            {"reservedInstances": "1y"},
-            {"gpu-cluster:purchaseOption": "capacity-block"},
-            "paid up front",
-        ),
     ],
 )
 def test_a_commitment_that_cannot_be_is_refused_and_nothing_is_planned(commitment, overrides, says):
-    config = train_with(commitment) | overrides
-    if "capacity-block" in overrides.values():
-        config["gpu-cluster:capacityBlock"] = json.dumps({"id": "cr-0123456789abcdef0"})
-    plan = run_plan("train", config)
+    plan = run_plan("train", train_with(commitment) | overrides)
     assert plan.error is not None
     assert says in str(plan.error) and "commitment" in str(plan.error)
     assert not [r for r in plan.resources if r.custom]
+
+
+def test_a_commitment_that_covers_no_node_is_warned_and_prices_nothing_differently():
+    spot = run_plan(
+        "experiment",
+        load_stack_config("experiment", ROOT)
+        | {"gpu-cluster:commitment": json.dumps({"savingsPlan": "1y"})},
+    )
+    assert spot.error is None, spot.error
+    assert any("never apply to Spot" in w for w in spot.outputs["configWarnings"])
+    assert spot.outputs["gpuUsdPerHour"] == plan_stack("experiment").outputs["gpuUsdPerHour"]
 
 
 def test_a_45_day_old_snapshot_warns_and_names_the_refresh_command():

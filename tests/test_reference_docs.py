@@ -99,6 +99,7 @@ SAMPLES: dict[str, Any] = {
     "spot": {"onDemandBase": 1},
     "capacityReservation": {"create": True},
     "capacityBlock": {"id": "cr-0123456789abcdef0"},
+    "commitment": {"savingsPlan": "1y"},
     "efa": False,
     "rootVolume": {"sizeGib": 300},
     "network": {"natGateway": False},

@@ -55,7 +55,6 @@ def check_commitment(spec: StackSpec) -> tuple[Commitment | None, list[Problem]]
                     fix=f"pulumi config rm --path commitment.{alias}",
                 )
             )
-    problems += purchase_problems(spec)
     if problems:
         return None, problems
     if settings.savings_plan:
@@ -74,25 +73,23 @@ def check_commitment(spec: StackSpec) -> tuple[Commitment | None, list[Problem]]
     ), []
 
 
-def purchase_problems(spec: StackSpec) -> list[Problem]:
-    """A commitment that covers none of the nodes as they are bought."""
+def commitment_warning(spec: StackSpec) -> str | None:
+    """A commitment that covers none of the nodes as they are bought: valid (an account-wide
+    Savings Plan may be named in every stack file), but it changes no price here."""
     option = spec.purchase_option
     base = spec.spot.on_demand_base if spec.spot else 0
-    if option == "capacity-block" or (option == "spot" and base == 0):
-        why = (
-            "a Capacity Block is paid up front when bought"
-            if option == "capacity-block"
-            else "Savings Plans and Reserved Instances never apply to Spot Instances, and "
-            "spot.onDemandBase is 0"
-        )
-        return [
-            Problem(
-                path=key("commitment"),
-                received=f"with purchaseOption {option}",
-                problem=f"the commitment would cover none of the nodes: {why}",
-                allowed="purchaseOption on-demand or capacity-reservation (or spot with "
-                "spot.onDemandBase above 0)",
-                fix="pulumi config rm commitment",
-            )
-        ]
-    return []
+    if spec.commitment is None or not (
+        option == "capacity-block" or (option == "spot" and base == 0)
+    ):
+        return None
+    why = (
+        "a Capacity Block is paid up front when bought"
+        if option == "capacity-block"
+        else "Savings Plans and Reserved Instances never apply to Spot Instances, and "
+        "spot.onDemandBase is 0"
+    )
+    return (
+        f"commitment: covers none of the nodes with purchaseOption {option} ({why}); they are "
+        "priced as bought. Fix: pulumi config rm commitment, or an on-demand base "
+        "(spot.onDemandBase)"
+    )

@@ -30,7 +30,7 @@ from gpu_cluster.infra.spec import (
     StackSpec,
     StorageSpec,
 )
-from gpu_cluster.infra.validation.commitment import check_commitment
+from gpu_cluster.infra.validation.commitment import check_commitment, commitment_warning
 from gpu_cluster.infra.validation.common import key
 from gpu_cluster.infra.validation.compute import (
     check_ami,
@@ -286,9 +286,9 @@ def resolve_used(
         commitment=commitment,
     )
     # a training stage on spot in an upper Spot Instance Advisor band: what a reclaim costs
-    reclaim = reclaim_warning(resolved)
-    if reclaim:
-        resolved = replace(resolved, warnings=(*resolved.warnings, reclaim))
+    extra = [w for w in (reclaim_warning(resolved), commitment_warning(spec)) if w]
+    if extra:
+        resolved = replace(resolved, warnings=(*resolved.warnings, *extra))
     return resolved, []
 
 
