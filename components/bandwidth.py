@@ -174,6 +174,16 @@ def expected_busbw(facts: InstanceFacts, nodes: int, efa: bool) -> BusbwExpectat
     )
 
 
+def node_count_tables(facts: InstanceFacts, efa: bool) -> tuple[str, str]:
+    """(expected, pass line) as "1:X,2:Y,3:Z": what a bench over that many nodes (3: three or
+    more) is held to, whatever the group's size, so that scaling the group leaves the nodes'
+    user data as it is (a node-count figure in it would be a new launch-template version)."""
+    rows = [expected_busbw(facts, nodes, efa) for nodes in (1, 2, 3)]
+    expected = ",".join(f"{r.nodes}:{r.gbytes_per_s:g}" for r in rows)
+    passing = ",".join(f"{r.nodes}:{r.pass_gbytes_per_s:g}" for r in rows)
+    return expected, passing
+
+
 def bus_bandwidth_model(expectation: BusbwExpectation) -> dict[str, object]:
     """The expectation as a stack output (camelCase, as every output)."""
     return {

@@ -9,7 +9,11 @@ import pulumi
 import pulumi_aws as aws
 
 from gpu_cluster.components.ami import AmiChoice, resolve_ami
-from gpu_cluster.components.bandwidth import bus_bandwidth_model, expected_busbw
+from gpu_cluster.components.bandwidth import (
+    bus_bandwidth_model,
+    expected_busbw,
+    node_count_tables,
+)
 from gpu_cluster.components.boot_bundle import boot_bundle, bundle_key
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.cidr import SubnetLayout
@@ -242,6 +246,7 @@ class GpuCluster(pulumi.ComponentResource):
         # what the all-reduce bench should reach, measured or derived (components/bandwidth.py)
         self.busbw = expected_busbw(args.facts, args.node_count, args.efa)
         self.expected_busbw_gbytes = self.busbw.gbytes_per_s
+        busbw_tables = node_count_tables(args.facts, args.efa)
         efa_interfaces = efa_interface_count(nic_layout(args.facts, args.efa))
         self.nodes = GpuNodeGroup(
             child_name(name, "nodes"),
@@ -274,8 +279,8 @@ class GpuCluster(pulumi.ComponentResource):
                             nvswitch_pci_id=nvswitch_pci_id(args.facts.instance_type),
                             row_remapping=has_row_remapping(args.facts.gpu_model),
                             internet=args.nat_gateway,
-                            expected_busbw_gbytes=self.expected_busbw_gbytes,
-                            busbw_pass_gbytes=self.busbw.pass_gbytes_per_s,
+                            expected_busbw_table=busbw_tables[0],
+                            busbw_pass_table=busbw_tables[1],
                             bench_max_bytes=self.busbw.message_bytes,
                             lustre_target=values[1],
                             secrets_path=secrets_path(ids) if args.secrets else "",

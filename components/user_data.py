@@ -61,8 +61,10 @@ class BootConfig:
     spot: bool = False
     nvswitch: bool = False  # the type's GPUs hang off NVSwitch: the fabric manager must run
     nvswitch_pci_id: str = ""  # how lspci lists that NVSwitch ("" where it does not)
-    expected_busbw_gbytes: float = 0.0  # all-reduce busbw a healthy run reaches (bandwidth.py)
-    busbw_pass_gbytes: float = 0.0  # the bench fails under it (0: it only reports)
+    # all-reduce busbw a healthy run over 1, 2, 3+ nodes reaches, and the bench's pass line
+    # ("1:X,2:Y,3:Z", bandwidth.node_count_tables; "": it only reports)
+    expected_busbw_table: str = ""
+    busbw_pass_table: str = ""
     bench_max_bytes: int = 2**30  # the bench's largest message: the plateau
     lustre_target: str = ""  # <dns>@tcp:/<mount name> of the cluster's FSx for Lustre
     secrets_path: str = ""  # the SSM hierarchy of the cluster's secrets ("" for none)
@@ -276,8 +278,8 @@ def render_user_data(boot: BootConfig) -> str:
         "NVSWITCH_PCI_ID": shlex.quote(boot.nvswitch_pci_id),
         "ROW_REMAP": "true" if boot.row_remapping else "false",
         "INTERNET": "true" if boot.internet else "false",
-        "EXPECTED_BUSBW_GBPS": f"{boot.expected_busbw_gbytes:g}",
-        "EXPECTED_BUSBW_PASS_GBPS": f"{boot.busbw_pass_gbytes:g}",
+        "EXPECTED_BUSBW_TABLE": shlex.quote(boot.expected_busbw_table or "0:0"),
+        "BUSBW_PASS_TABLE": shlex.quote(boot.busbw_pass_table or "0:0"),
         "BENCH_MAX_BYTES": str(boot.bench_max_bytes),
         "SECRETS_PATH": shlex.quote(boot.secrets_path),
         "JOB_USER": JOB_USER,
@@ -357,7 +359,6 @@ def render_serving_user_data(boot: ServingBoot) -> str:
         ),
         "EFA_INTERFACES": "0",
         "NVSWITCH": "false",
-        "EXPECTED_BUSBW_GBPS": "0",
         "SECRETS_PATH": "''",
         "MODEL_PREFIX": shlex.quote(boot.model_prefix),
         "SERVER_KIND": shlex.quote(boot.server_kind),

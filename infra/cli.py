@@ -192,6 +192,7 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
         dump({"region": args.region, "instanceTypes": [camel_fields(row) for row in rows]})
     else:
         print(catalog_text(rows, args.region))
+        print(f"Prices: {price_table().label}")
     return OK
 
 
@@ -621,7 +622,19 @@ def cmd_stacks(args: argparse.Namespace) -> int:
             f"{row.get('purchaseOption', '-'):<22}"
             f"{row['usdPerHour']:>10,.2f}{row['usdPerMonth']:>12,.0f}{note}"
         )
+    print(prices_footer())
     return OK
+
+
+def prices_footer() -> str:
+    """Where the printed prices come from, and how old they are."""
+    from gpu_cluster.infra.prices.gpu_prices import price_table
+    from gpu_cluster.infra.prices.unit_prices import unit_prices
+
+    return (
+        f"Prices: GPU {price_table().date}, other {unit_prices('us-east-1').date} (`gpuc cost` "
+        "names each source)"
+    )
 
 
 def cmd_cost(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from docs_text import docs_text
 from gpu_cluster.components.bandwidth import (
     REFERENCE_PATH,
     expected_busbw,
+    node_count_tables,
     plateau_bytes,
     references,
 )
@@ -128,7 +129,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_bench(threshold: str, tmp_path) -> tuple[int, dict]:
+def run_bench(threshold: str, tmp_path, **extra: str) -> tuple[int, dict]:
     """Two torchrun agents (two 'nodes' of one process each) rendezvous on this machine and
     all-reduce on the CPU (gloo): the same bench, the same verdict line as on a cluster."""
     port = free_port()
@@ -138,6 +139,7 @@ def run_bench(threshold: str, tmp_path) -> tuple[int, dict]:
         "GPUC_BENCH_MAX_BYTES": str(2 * 2**20),
         "GPUC_BUSBW_THRESHOLD_GBPS": threshold,
         "OMP_NUM_THREADS": "1",
+        **extra,
     }
     command = [
         sys.executable,
@@ -176,6 +178,39 @@ def test_the_bench_fails_under_its_pass_line_and_passes_over_it(tmp_path):
     assert (result["ranks"], result["nodes"], result["bytes"]) == (2, 2, 2 * 2**20)
     code, result = run_bench("0.000001", tmp_path)
     assert code == 0 and result["pass"] is True and result["busbw"] > 0
+
+
+def test_without_a_threshold_the_bench_takes_its_node_counts_line_from_the_table(tmp_path):
+    """The node's torchrun.env carries a line per node count (1, 2, 3+): a 2-node run is held
+    to the 2-node one, whatever the group's size."""
+    table = "1:0.000001,2:1000000,3:0.000001"
+    code, result = run_bench("", tmp_path, GPUC_BUSBW_PASS_TABLE=table)
+    assert code != 0 and result["threshold"] == 1000000
+    code, result = run_bench("", tmp_path, GPUC_BUSBW_PASS_TABLE="1:1000000,3:1000000")
+    assert code == 0 and result["threshold"] is None  # no line for 2 nodes: it only reports
+
+
+def test_the_nodes_tables_are_the_models_and_do_not_move_with_the_groups_size():
+    from conftest import ROOT
+
+    from gpu_cluster.infra.plan.engine import run_plan
+    from gpu_cluster.infra.stack_files import load_stack_config
+
+    p4d = load_catalog().instance_types["p4d.24xlarge"]
+    expected, passing = node_count_tables(p4d, efa=True)
+    assert passing.split(",")[1:] == [
+        f"2:{expected_busbw(p4d, 2, True).pass_gbytes_per_s:g}",
+        f"3:{expected_busbw(p4d, 4, True).pass_gbytes_per_s:g}",
+    ]
+    assert expected.split(",")[2] == f"3:{expected_busbw(p4d, 8, True).gbytes_per_s:g}"
+    config = load_stack_config("train", ROOT)
+    datas = {
+        run_plan("train", config | {"gpu-cluster:nodes": n})
+        .of_type("aws:ec2/launchTemplate:LaunchTemplate")[0]
+        .inputs["userData"]
+        for n in ("2", "4", "8")
+    }
+    assert len(datas) == 1
 
 
 BANDWIDTH_CLAIM = re.compile(

@@ -27,7 +27,7 @@ from gpu_cluster.infra.prices.commitment_prices import (
     effective_hourly,
 )
 from gpu_cluster.infra.prices.freshness import Snapshot, max_age_days, stale_warnings
-from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
+from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly, price_table
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation import ResolvedCluster
 
@@ -241,3 +241,10 @@ def test_the_shipped_stacks_plan_without_a_commitment_as_before():
     on_demand = on_demand_hourly("us-east-1", "p4d.24xlarge")
     assert on_demand is not None
     assert plan.outputs["gpuUsdPerHour"] == round(4 * on_demand, 2)
+
+
+def test_every_price_table_names_its_snapshot_date(capsys):
+    date_taken = price_table().date
+    for args in (["stacks"], ["catalog", "list"], ["cost", "--stack", "train"]):
+        assert main(args) == 0
+        assert date_taken in capsys.readouterr().out, args

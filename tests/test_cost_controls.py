@@ -84,7 +84,13 @@ def test_nodes_publish_gpu_utilization_at_boot():
     (template,) = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
     script = decoded_user_data(template.inputs["userData"])
     assert "boot_unit gpu-cluster-gpu-metrics" in script
-    assert '"aggregation_dimensions": [["InstanceId"], ["AutoScalingGroupName"]]' in script
+    # the CloudWatch agent's profile (components/cloudwatch_agent.py): GPU utilization rolled
+    # up per node of the stack (the idle alarm's and the dashboard's series)
+    profile = json.loads(
+        script.split("cloudwatch-agent.json\" <<'SCRIPT'\n", 1)[1].split("\nSCRIPT\n", 1)[0]
+    )
+    assert ["StackId", "InstanceId"] in profile["metrics"]["aggregation_dimensions"]
+    assert "utilization_gpu" in profile["metrics"]["metrics_collected"]["nvidia_gpu"]["measurement"]
     access = policy_of(plan, "dev-security-node-access")
     actions = {
         a

@@ -30,7 +30,7 @@ from conftest import gpuc_at, stack_names
 from test_job_survival import REGION, Cluster, running, wait_for
 from wheels import wheel
 
-from gpu_cluster.components.names import job_parameter
+from gpu_cluster.components.names import dashboard_name, job_parameter
 from gpu_cluster.components.naming import cluster_tags
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.errors import ConfigError
@@ -133,7 +133,7 @@ class Deployment:
 
         self.s3, self.ssm, self.kms = aws("s3"), aws("ssm"), aws("kms")
         self.ec2, self.autoscaling, self.logs = aws("ec2"), aws("autoscaling"), aws("logs")
-        self.iam = aws("iam")
+        self.iam, self.cloudwatch = aws("iam"), aws("cloudwatch")
 
     def live_role_elsewhere(self, identity) -> str:
         """A node role of `identity`'s stack, running in its own region (IAM is account-wide)."""
@@ -171,6 +171,10 @@ class Deployment:
         for alias in plan.of_type("aws:kms/alias:Alias"):
             key = self.kms.create_key()["KeyMetadata"]["KeyId"]
             self.kms.create_alias(AliasName=plan.state(alias)["name"], TargetKeyId=key)
+        board = one(plan, "aws:cloudwatch/dashboard:Dashboard")
+        self.cloudwatch.put_dashboard(
+            DashboardName=board["dashboardName"], DashboardBody=board["dashboardBody"]
+        )
         group = one(plan, "aws:autoscaling/group:Group")
         image = self.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
         self.ec2.create_launch_template(
@@ -219,6 +223,14 @@ class Deployment:
         )
         for alias in plan.of_type("aws:kms/alias:Alias"):
             self.kms.delete_alias(AliasName=plan.state(alias)["name"])
+        board = one(plan, "aws:cloudwatch/dashboard:Dashboard")["dashboardName"]
+        self.cloudwatch.delete_dashboards(DashboardNames=[board])
+
+    def live_dashboard_elsewhere(self, identity) -> str:
+        """The same stack's dashboard, live in another region (dashboards are account-wide)."""
+        name = dashboard_name(identity)
+        self.cloudwatch.put_dashboard(DashboardName=name, DashboardBody='{"widgets": []}')
+        return name
 
 
 def deliver(cluster: Cluster, command_id: str) -> None:
@@ -424,10 +436,13 @@ def test_a_users_whole_path(moto_server, tmp_path):
         deploy.destroy_train(bigger)
         # the same stack, live in another region, has account-wide roles tagged `train` too
         elsewhere = deploy.live_role_elsewhere(stack_names("train", "eu-west-1"))
+        west_board = deploy.live_dashboard_elsewhere(stack_names("train", "eu-west-1"))
         swept = gpuc_at(moto_server, "sweep", "--stack", "train")
         assert swept.returncode == 0, swept.stderr
         assert "nothing" in swept.stdout.lower(), swept.stdout
         assert deploy.iam.get_role(RoleName=elsewhere)["Role"]["RoleName"] == elsewhere
+        boards = deploy.cloudwatch.list_dashboards()["DashboardEntries"]
+        assert [b["DashboardName"] for b in boards] == [west_board]  # ours went with destroy
         # 9. the data stays: the dataset and the checkpoints
         assert deploy.s3.get_object(Bucket=bucket, Key="datasets/tokens.bin")["Body"].read() == (
             DATASET

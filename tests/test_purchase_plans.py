@@ -14,7 +14,7 @@ from gpu_cluster.components.names import autoscaling_role_suffix
 from gpu_cluster.components.user_data import decoded_user_data
 from gpu_cluster.infra.errors import AwsError, ConfigError
 from gpu_cluster.infra.facts import ReservationFacts
-from gpu_cluster.infra.plan.engine import run_plan
+from gpu_cluster.infra.plan.engine import Plan, run_plan
 from gpu_cluster.infra.stack_files import load_stack_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -194,10 +194,19 @@ def test_switching_purchase_option_changes_only_how_nodes_are_bought(train_plan,
     untouched = [
         r
         for r in train_plan.resources
-        if not r.name.startswith("train-nodes") and not (prepaid and r.name in idle)
+        if not r.name.startswith("train-nodes")
+        and not (prepaid and r.name in idle)
+        and r.name != "train-dashboard"
     ]
     for resource in untouched:
         assert plan.named(resource.name).inputs == resource.inputs, resource.name
+    # the dashboard: only its burn rate moves, at the new way's price per node
+
+    def without_burn(name: str, of: Plan) -> list[dict]:
+        body = json.loads(of.named(name).inputs["dashboardBody"])
+        return [w for w in body["widgets"] if "Burn rate" not in json.dumps(w)]
+
+    assert without_burn("train-dashboard", plan) == without_burn("train-dashboard", train_plan)
     gone = base - {r.name for r in plan.resources}
     assert gone <= {"train-nodes-placement"} | (idle if prepaid else set())
     # stopping prepaid nodes saves nothing and gives up the nodes and their NVMe

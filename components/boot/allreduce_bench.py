@@ -5,7 +5,7 @@
 # climbs at 1 GiB and levels off at 16 GiB in AWS's runs). Rank 0 prints a table, then one
 # line `GPUC_NCCL_RESULT {json}` (gpuc nccl-test reads it), and fails (exit 1) when the
 # largest size's busbw is under the pass line (GPUC_BUSBW_THRESHOLD_GBPS, else the node's
-# GPUC_EXPECTED_BUSBW_PASS_GBPS; none set: it only reports).
+# GPUC_BUSBW_PASS_TABLE for this many nodes; none set: it only reports).
 # GPUC_BENCH_BACKEND=gloo runs it on CPUs (the tests: the same torchrun, the same result line).
 # (Comments, not docstrings: the node's user data carries this file without its comments.)
 
@@ -32,15 +32,28 @@ def sizes(largest: int) -> list[int]:
     return out
 
 
-def pass_line(env: dict[str, str]) -> float | None:
-    for name in ("GPUC_BUSBW_THRESHOLD_GBPS", "GPUC_EXPECTED_BUSBW_PASS_GBPS"):
-        value = env.get(name, "")
+def for_nodes(table: str, nodes: int) -> float | None:
+    """The figure of a "1:X,2:Y,3:Z" table for this many nodes (3 stands for three or more);
+    None when the table has none above 0 for it."""
+    wanted = min(nodes, 3)
+    for pair in table.split(","):
+        key, _, value = pair.partition(":")
         try:
-            if float(value) > 0:
+            if int(key) == wanted and float(value) > 0:
                 return float(value)
         except ValueError:
             continue
     return None
+
+
+def pass_line(env: dict[str, str], nodes: int) -> float | None:
+    """An explicit GPUC_BUSBW_THRESHOLD_GBPS (`gpuc nccl-test`), else the node's table."""
+    try:
+        if float(env.get("GPUC_BUSBW_THRESHOLD_GBPS", "")) > 0:
+            return float(env["GPUC_BUSBW_THRESHOLD_GBPS"])
+    except ValueError:
+        pass
+    return for_nodes(env.get("GPUC_BUSBW_PASS_TABLE", ""), nodes)
 
 
 def verdict(ranks: int, nodes: int, size: int, busbw: float, threshold: float | None) -> dict:
@@ -68,9 +81,9 @@ def main() -> int:
     sync = torch.cuda.synchronize if device == "cuda" else dist.barrier
     nodes = max(1, ranks // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", ranks))))
     largest = int(os.environ.get("GPUC_BENCH_MAX_BYTES", str(2**30)))
-    threshold = pass_line(dict(os.environ))
+    threshold = pass_line(dict(os.environ), nodes)
     if rank == 0:
-        expected = os.environ.get("GPUC_EXPECTED_BUSBW_GBPS", "?")
+        expected = for_nodes(os.environ.get("GPUC_EXPECTED_BUSBW_TABLE", ""), nodes) or "?"
         print(
             f"all-reduce over {ranks} GPUs on {nodes} node(s); expected ~{expected} GB/s, "
             f"pass line {threshold if threshold is not None else 'none'} GB/s"

@@ -151,8 +151,8 @@ printf '%s\n' "$NODES" > "$nodes_tmp" && chmod 644 "$nodes_tmp" && mv "$nodes_tm
   echo "RDZV_ID=$CLUSTER"
   echo "DATA_BUCKET=$DATA_BUCKET"
   echo "SCRATCH=$SCRATCH"
-  echo "GPUC_EXPECTED_BUSBW_GBPS=$EXPECTED_BUSBW_GBPS"
-  echo "GPUC_EXPECTED_BUSBW_PASS_GBPS=${EXPECTED_BUSBW_PASS_GBPS:-0}"
+  echo "GPUC_EXPECTED_BUSBW_TABLE=${EXPECTED_BUSBW_TABLE:-0:0}"
+  echo "GPUC_BUSBW_PASS_TABLE=${BUSBW_PASS_TABLE:-0:0}"
   echo "GPUC_BENCH_MAX_BYTES=${BENCH_MAX_BYTES:-1073741824}"
   echo "GPUC_CHECKPOINT_FILE=${RUN#"$R"}/checkpoint-now"
   # EFA: nothing the aws-ofi-nccl plugin sets itself per instance type (components/data/
