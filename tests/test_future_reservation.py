@@ -196,6 +196,20 @@ def test_a_stale_plan_is_refused_at_the_call_and_nothing_is_called():
         create_future_reservation(plan, Untouchable(), now=days_later)
 
 
+def test_a_botocore_without_the_future_parameters_is_refused_before_the_call(monkeypatch):
+    """The project's floor (botocore 1.34) predates future-dated reservations: its own
+    validation would refuse StartDate; the command says to upgrade and calls nothing."""
+    from gpu_cluster.infra.aws import future_reservation
+
+    plan = plan_future_reservation(experiment(), date(2027, 1, 15), 14, today=TODAY)
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    assert future_reservation.future_parameters_missing(ec2) == []  # this botocore has them
+    monkeypatch.setattr(future_reservation, "FUTURE_PARAMETERS", ("StartDate", "NotYetAParameter"))
+    with Stubber(ec2) as stub, pytest.raises(ValueError, match="pip install --upgrade boto3"):
+        create_future_reservation(plan, ec2, now=NOW)
+    stub.assert_no_pending_responses()
+
+
 def test_the_rules_match_botocores_model_of_the_api():
     """The bundled rules are the ones CreateCapacityReservation's model states."""
     model = botocore.session.get_session().get_service_model("ec2")

@@ -36,6 +36,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import botocore
+
 from gpu_cluster.components.catalog import Catalog, load_catalog
 from gpu_cluster.components.naming import child_name, cluster_tags
 from gpu_cluster.infra.aws import call
@@ -47,6 +49,7 @@ RULES_PATH = Path(__file__).resolve().parent.parent / "data" / "future_reservati
 PLATFORM = "Linux/UNIX"  # the nodes' AMIs (Deep Learning AMIs on Ubuntu / Amazon Linux)
 HOURS_PER_DAY = 24
 SECONDS_PER_DAY = 86_400
+FUTURE_PARAMETERS = ("StartDate", "CommitmentDuration", "DeliveryPreference")
 
 
 @cache
@@ -280,8 +283,21 @@ def create_future_reservation(
     )
     if problem:
         raise ValueError(problem)
+    missing = future_parameters_missing(ec2)
+    if missing:  # botocore older than the feature: its own validation would refuse the call
+        raise ValueError(
+            f"this botocore ({botocore.__version__}) does not know CreateCapacityReservation's "
+            f"{', '.join(missing)} (future-dated reservations came later than the project's "
+            "floor, botocore 1.34). Fix: pip install --upgrade boto3 botocore"
+        )
     answer = call(ec2, "ec2", "CreateCapacityReservation", **request)
     return answer["CapacityReservation"]["CapacityReservationId"]
+
+
+def future_parameters_missing(ec2: Any) -> list[str]:
+    """The future-dated parameters the client's service model lacks (an old botocore)."""
+    members = ec2.meta.service_model.operation_model("CreateCapacityReservation").input_shape
+    return [name for name in FUTURE_PARAMETERS if name not in members.members]
 
 
 def plan_text(plan: FutureReservationPlan) -> list[str]:
