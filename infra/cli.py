@@ -398,6 +398,25 @@ def stack_commitments(region: str) -> dict[str, Commitment]:
     return found
 
 
+def budget_line(stack: str, burn: float) -> str | None:
+    """The stack's monthly budget against this burn (the same node prices as `gpuc cost`)."""
+    from gpu_cluster.infra.outcome import load_stack_spec
+    from gpu_cluster.infra.validation import ResolvedCluster
+
+    try:
+        spec = load_stack_spec(stack)
+    except CommandError:
+        return None
+    budget = spec.cost_controls.budget if isinstance(spec, ResolvedCluster) else None
+    if budget is None or burn <= 0:
+        return None
+    days = budget.monthly_usd / (burn * 24)
+    return (
+        f"budget ${budget.monthly_usd:,.0f}/month: this burn spends it in {days:,.1f} days "
+        "(the nodes only; AWS Budgets counts every line of the bill)"
+    )
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from gpu_cluster.infra.aws import client
     from gpu_cluster.infra.aws.status import gang_spans, list_nodes, orphans
@@ -434,6 +453,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"burning about ${burn:,.2f}/hour (${burn * 24:,.0f}/day) at the bundled prices "
         f"({price_table().label}), as `gpuc cost` prices them"
     )
+    if args.stack:
+        line = budget_line(args.stack, burn)
+        if line:
+            print(line)
     for line in gang_spans(ec2, nodes):  # EC2 topology (infra/aws/status.py)
         print(line)
     return OK

@@ -248,3 +248,31 @@ def test_every_price_table_names_its_snapshot_date(capsys):
     for args in (["stacks"], ["catalog", "list"], ["cost", "--stack", "train"]):
         assert main(args) == 0
         assert date_taken in capsys.readouterr().out, args
+
+
+@mock_aws
+def test_gpuc_status_holds_the_burn_against_the_stacks_budget(capsys):
+    """The dev stack's $300 budget against its running box, at the price `gpuc cost` uses."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = {
+        "managed-by": "gpu-cluster",
+        "gpu-cluster:stack": "dev",
+        "gpu-cluster:name": "dev",
+        "gpu-cluster:stack-id": "gpu-cluster/dev/us-east-1",
+    }
+    ec2.run_instances(
+        ImageId=image,
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        Placement={"AvailabilityZone": "us-east-1a"},
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    assert main(["status", "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    price = on_demand_hourly("us-east-1", "g5.xlarge")
+    assert price is not None
+    assert f"budget $300/month: this burn spends it in {300 / (price * 24):,.1f} days" in out
