@@ -221,6 +221,8 @@ def test_the_text_report_names_the_node_and_each_nodes_pairs(monkeypatch, capsys
     assert fake_command(monkeypatch, nodes, FakeCluster(speeds), True, as_json=False) == FINDINGS
     out = capsys.readouterr().out
     assert f"straggler: {slow}: under {LINE_2:g} GB/s with every partner" in out
+    # the fix names the call that makes the group replace it (EC2 Auto Scaling SetInstanceHealth)
+    assert f"set-instance-health --instance-id {slow} --health-status Unhealthy" in out
     assert f"pass line {LINE_2:g} GB/s = 80% of" in out
     line = next(row for row in out.splitlines() if row.strip().startswith(slow))
     assert "STRAGGLER" in line and f"{SLOW:g} GB/s" in line

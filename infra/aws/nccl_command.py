@@ -267,7 +267,9 @@ def verdict_lines(stack: str, run: Pairwise) -> list[str]:
     verdict = run.verdict
     lines = [
         f"straggler: {node}: under {verdict.line:g} GB/s with every partner, while they pass with "
-        f"others; check it (gpuc status --stack {stack}: its health) and replace it"
+        f"others; check it (gpuc status --stack {stack}: its health) and replace it: "
+        f"aws autoscaling set-instance-health --instance-id {node} --health-status Unhealthy "
+        "(its group launches a new node; a running job resumes from its checkpoint)"
         for node in verdict.stragglers
     ]
     if verdict.shared:
