@@ -130,9 +130,10 @@ def compare_options(
         else:
             rate = default if given is None else given
             hourly = od * (1 - rate) if od is not None else None
+            why = "your rate" if given is not None else "assumed: no price list rate bundled"
             note = (
-                f"{rate:.0%} off on-demand ({'your rate' if given is not None else 'assumed'}: "
-                "no price list rate bundled); the hourly commitment bills every hour of the month"
+                f"{rate:.0%} off on-demand ({why}); the hourly commitment bills every hour of "
+                "the month"
             )
         rows.append(row(f"savings plan, {years} year", hourly, True, note, committed=True))
     for years in (1, 3):
