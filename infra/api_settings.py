@@ -66,6 +66,14 @@ class CapacityBlockSettings(TypedDict, total=False):
     id: str | None
 
 
+class CommitmentSettings(TypedDict, total=False):
+    savings_plan: Literal["1y", "3y"] | None
+    plan_type: Literal["compute", "ec2-instance"]
+    reserved_instances: Literal["1y", "3y"] | None
+    offering_class: Literal["standard", "convertible"]
+    payment: Literal["no-upfront", "partial-upfront", "all-upfront"]
+
+
 class IdleStopSettings(TypedDict, total=False):
     enabled: bool
     minutes: int | None
@@ -199,6 +207,7 @@ class ClusterSettings(NodeGroupSettings, total=False):
     expires_at: str | None
     gang_timeout_minutes: int
     budget: BudgetSettings | None
+    commitment: CommitmentSettings | None
     alert_emails: Sequence[str]
 
 

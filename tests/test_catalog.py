@@ -116,16 +116,17 @@ def test_a_missing_profile_or_a_bad_region_is_a_message(monkeypatch, capsys):
 
 def test_catalog_list_filters_sorts_by_price_and_aligns(capsys):
     from gpu_cluster.infra.outcome import INPUT
-    from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly
+    from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly, price_table
 
     assert main(["catalog", "list", "--gpu", "a100"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    *lines, footer = capsys.readouterr().out.splitlines()
+    assert footer.startswith("Prices: ") and price_table().date in footer  # source and date
     assert [line.split()[0] for line in lines[1:]] == ["p4d.24xlarge", "p4de.24xlarge"]
     p4d = on_demand_hourly("us-east-1", "p4d.24xlarge")
     assert p4d is not None
     assert f"{p4d:,.3f}" in lines[1] and f"{p4d / 8:,.3f}" in lines[1]  # $/GPU-hour
     assert main(["catalog", "list", "--offered"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().out.splitlines()[:-1]  # the prices' footer
     header = lines[0]
     column = header.index("$/h")
     assert all(len(line) > column for line in lines[1:])

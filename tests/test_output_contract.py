@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,9 @@ DATA_KEYS: dict[str, str] = {
     ".env": "environment variable names",
     "[].env": "environment variable names",
     ".spec.env": "environment variable names",
+    ".request": "the CreateCapacityReservation request as the EC2 API spells it",
+    ".request.*[]": "its TagSpecifications, as the EC2 API spells them",
+    ".request.*[].*[]": "their Tags (Key, Value), as the EC2 API spells them",
 }
 
 
@@ -186,6 +190,7 @@ class Run:
 
 GROUPS = ("capacity-block", "catalog", "prices")
 TRAIN = ("--stack", "train")
+IN_30_DAYS = (datetime.now(UTC) + timedelta(days=30)).date().isoformat()
 RUNS = [
     Run(("plan", *TRAIN), OK),
     Run(("plan", "--stack", "data"), OK),
@@ -220,6 +225,13 @@ RUNS = [
     Run(("catalog", "refresh", "--region", "us-east-1", "--output", "{tmp}/catalog.json"), OK),
     Run(("prices", "refresh", "--region", "us-east-1", "--output", "{tmp}/prices.csv"), OK, priced),
     Run(("cost", *TRAIN, "--hours-per-day", "30"), USAGE, why="argparse refuses the value"),
+    Run(("capacity-reservation", "--stack", "experiment", "--start", IN_30_DAYS), OK),
+    Run(
+        ("capacity-reservation", *TRAIN, "--start", IN_30_DAYS),
+        INPUT,
+        why="P types cannot be reserved ahead",
+    ),
+    Run(("capacity-reservation", "--stack", "experiment", "--start", "2020-01-01"), INPUT),
 ]
 
 
