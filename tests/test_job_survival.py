@@ -84,6 +84,8 @@ event(event="start", step=step, world=world, rank=rank)
 while True:
     finish = os.path.exists(os.path.join(sim, "finish"))
     now = wanted["now"] or os.path.exists(os.environ["GPUC_CHECKPOINT_FILE"])
+    # cleared as it is read: a SIGUSR1 from here on asks the next step, never lost in between
+    wanted["now"] = False
     flags = torch.tensor([float(finish), float(now)])
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     if flags[0] > 0:
@@ -94,7 +96,6 @@ while True:
         os.replace(os.path.join(sim, "step.tmp"), os.path.join(sim, "step"))
         if step % CHECKPOINT_EVERY == 0 or flags[1] > 0:
             save(step, "signal" if flags[1] > 0 else "periodic")
-    wanted["now"] = False
     step += 1
     time.sleep(0.05)
 if rank == 0:

@@ -93,6 +93,8 @@ event(event="start", step=step, world=world, rank=rank)
 while True:
     finish = os.path.exists(os.path.join(sim, "finish"))
     now = wanted["now"] or os.path.exists(os.environ["GPUC_CHECKPOINT_FILE"])
+    # cleared as it is read: a SIGUSR1 from here on asks the next step, never lost in between
+    wanted["now"] = False
     flags = torch.tensor([float(finish), float(now)])
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     if flags[0] > 0:
@@ -103,7 +105,6 @@ while True:
         if step % 25 == 0 or flags[1] > 0:
             body = json.dumps({"step": step, "why": "signal" if flags[1] > 0 else "periodic"})
             s3.put_object(Bucket=bucket, Key=prefix + "latest.json", Body=body.encode())
-    wanted["now"] = False
     step += 1
     time.sleep(0.05)
 if rank == 0:
