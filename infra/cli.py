@@ -58,7 +58,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     outputs = plan.outputs or {}
     warn_stale_prices(
         args.max_price_age,
-        commitments="commitment" in str(outputs.get("costNotes", "")).lower(),
+        commitments=any(
+            held in str(outputs.get("costNotes", "")) for held in ("Savings Plan", "Reserved")
+        ),
         advisor=outputs.get("purchaseOption") == "spot",
     )
     if args.json:

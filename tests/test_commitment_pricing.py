@@ -276,3 +276,18 @@ def test_gpuc_status_holds_the_burn_against_the_stacks_budget(capsys):
     price = on_demand_hourly("us-east-1", "g5.xlarge")
     assert price is not None
     assert f"budget $300/month: this burn spends it in {300 / (price * 24):,.1f} days" in out
+
+
+def test_a_plan_priced_at_a_held_rate_warns_when_the_rates_are_old(rates, monkeypatch, capsys):
+    from gpu_cluster.infra.prices import snapshots
+
+    monkeypatch.setattr(snapshots, "commitment_table", lambda: TABLE)
+    monkeypatch.setattr(snapshots, "commitment_snapshot_date", lambda: "2026-11-20")
+    monkeypatch.setenv("GPUC_MAX_PRICE_AGE_DAYS", "1")
+    held = ["plan", "--stack", "train", "--set", 'commitment={"savingsPlan": "1y"}']
+    assert main(held) == 0
+    err = capsys.readouterr().err
+    assert "Savings Plan and Reserved Instance rates are" in err
+    assert "gpuc prices refresh --commitments" in err
+    assert main(["plan", "--stack", "train"]) == 0  # no commitment: those rates print nowhere
+    assert "Savings Plan and Reserved Instance rates" not in capsys.readouterr().err
