@@ -183,6 +183,19 @@ def c10d_ranks(addresses: list[str]) -> dict[str, int]:
     torchrun runs them, against one TCPStore), with the TCP store not shared (gpuc-torchrun)."""
     import os
 
+    # as gpuc-torchrun sets it; restored after, so no later test's node inherits it
+    before = os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE")
+    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    try:
+        return _c10d_ranks(addresses)
+    finally:
+        if before is None:
+            os.environ.pop("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", None)
+        else:
+            os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = before
+
+
+def _c10d_ranks(addresses: list[str]) -> dict[str, int]:
     from torch._C._distributed_c10d import TCPStore
     from torch.distributed.elastic.rendezvous import RendezvousParameters
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import (
@@ -190,7 +203,6 @@ def c10d_ranks(addresses: list[str]) -> dict[str, int]:
     )
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
 
-    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     wait = timedelta(seconds=120)
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=wait)
     ranks: dict[str, int] = {}
