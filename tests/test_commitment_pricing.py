@@ -74,6 +74,28 @@ def cluster(stack: str) -> ResolvedCluster:
     return spec
 
 
+def run_node(stack: str, kind: str) -> None:
+    """A running on-demand node of this project's stack in moto, tagged as the program tags it."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = {
+        "managed-by": "gpu-cluster",
+        "gpu-cluster:stack": stack,
+        "gpu-cluster:name": stack,
+        "gpu-cluster:stack-id": f"gpu-cluster/{stack}/us-east-1",
+    }
+    ec2.run_instances(
+        ImageId=image,
+        InstanceType=kind,
+        MinCount=1,
+        MaxCount=1,
+        Placement={"AvailabilityZone": "us-east-1a"},
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+
+
 def train_with(commitment: dict) -> dict[str, str]:
     return load_stack_config("train", ROOT) | {"gpu-cluster:commitment": json.dumps(commitment)}
 
@@ -149,24 +171,7 @@ def test_gpuc_status_burns_at_the_same_price_as_gpuc_cost(rates, monkeypatch, ca
         text + "  gpu-cluster:commitment:\n    savingsPlan: 1y\n"
     )
     monkeypatch.chdir(tmp_path)
-    ec2 = boto3.client("ec2", region_name="us-east-1")
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    tags = {
-        "managed-by": "gpu-cluster",
-        "gpu-cluster:stack": "train",
-        "gpu-cluster:name": "train",
-        "gpu-cluster:stack-id": "gpu-cluster/train/us-east-1",
-    }
-    ec2.run_instances(
-        ImageId=image,
-        InstanceType="p4d.24xlarge",
-        MinCount=1,
-        MaxCount=1,
-        Placement={"AvailabilityZone": "us-east-1a"},
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-        ],
-    )
+    run_node("train", "p4d.24xlarge")
     assert main(["status", "--stack", "train", "--json"]) == 0
     (node,) = json.loads(capsys.readouterr().out)
     assert node["usdPerHour"] == pytest.approx(SP_1Y)
@@ -253,24 +258,7 @@ def test_every_price_table_names_its_snapshot_date(capsys):
 @mock_aws
 def test_gpuc_status_holds_the_burn_against_the_stacks_budget(capsys):
     """The dev stack's $300 budget against its running box, at the price `gpuc cost` uses."""
-    ec2 = boto3.client("ec2", region_name="us-east-1")
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    tags = {
-        "managed-by": "gpu-cluster",
-        "gpu-cluster:stack": "dev",
-        "gpu-cluster:name": "dev",
-        "gpu-cluster:stack-id": "gpu-cluster/dev/us-east-1",
-    }
-    ec2.run_instances(
-        ImageId=image,
-        InstanceType="g5.xlarge",
-        MinCount=1,
-        MaxCount=1,
-        Placement={"AvailabilityZone": "us-east-1a"},
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-        ],
-    )
+    run_node("dev", "g5.xlarge")
     assert main(["status", "--stack", "dev"]) == 0
     out = capsys.readouterr().out
     price = on_demand_hourly("us-east-1", "g5.xlarge")
