@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+from gpu_cluster.infra.prices.gpu_prices import DATA_DIR  # infra/data, the bundled snapshots
+
 COMMITMENT_PRICES_PATH = DATA_DIR / "aws_commitment_prices.csv"
 COMMITMENT_META_PATH = DATA_DIR / "aws_commitment_prices.meta.json"
 COLUMNS = (

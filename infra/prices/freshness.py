@@ -44,8 +44,7 @@ def stale_warnings(
         age = age_days(snapshot.date, today)
         if age is None:
             warnings.append(
-                f"{snapshot.name}: the bundled snapshot has no date; `{snapshot.refresh}` "
-                "takes one"
+                f"{snapshot.name}: the bundled snapshot has no date; `{snapshot.refresh}` takes one"
             )
         elif age > max_age_days:
             warnings.append(

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from gpu_cluster.components.catalog import InstanceFacts
 from gpu_cluster.components.purchase import Purchase, Spot
+from gpu_cluster.infra.prices.gpu_prices import DATA_DIR  # infra/data, the bundled snapshots
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 ADVISOR_PATH = DATA_DIR / "spot_advisor.json"
 ADVISOR_META_PATH = DATA_DIR / "spot_advisor.meta.json"
 RECLAIM_PATH = DATA_DIR / "spot_reclaim.json"
