@@ -11,14 +11,18 @@ from datetime import date
 
 import boto3
 import pytest
+from botocore.stub import Stubber
 from conftest import ROOT, plan_stack
 from moto import mock_aws
 
+from gpu_cluster.components.naming import STACK_ID_TAG as STACK_ID
+from gpu_cluster.infra.aws.status import list_nodes
 from gpu_cluster.infra.cli import main
 from gpu_cluster.infra.cost.compare import compare_options
 from gpu_cluster.infra.outcome import load_stack_spec
 from gpu_cluster.infra.plan.engine import run_plan
 from gpu_cluster.infra.prices import commitment_prices
+from gpu_cluster.infra.prices.commitment import Commitment
 from gpu_cluster.infra.prices.commitment_prices import (
     COMPUTE_SP,
     EC2_INSTANCE_SP,
@@ -28,6 +32,7 @@ from gpu_cluster.infra.prices.commitment_prices import (
 )
 from gpu_cluster.infra.prices.freshness import Snapshot, max_age_days, stale_warnings
 from gpu_cluster.infra.prices.gpu_prices import on_demand_hourly, price_table
+from gpu_cluster.infra.prices.node_price import node_hourly
 from gpu_cluster.infra.stack_files import load_stack_config
 from gpu_cluster.infra.validation import ResolvedCluster
 
@@ -147,7 +152,10 @@ def test_the_options_side_by_side_use_each_exact_rate_with_its_source(rates):
     assert "published 2026-11-20" in options["savings plan, 1 year"].note
     assert "assumed" in options["savings plan, 3 year"].note  # no 3-year Compute rate bundled
     assert options["EC2 instance savings plan, 3 year"].usd_per_hour == pytest.approx(4 * SP_3Y_EC2)
-    assert "EC2 instance savings plan, 1 year" not in options
+    unbundled = options["EC2 instance savings plan, 1 year"]  # no rate: said, not assumed
+    assert unbundled.usd_per_hour is None
+    assert "gpuc prices refresh --commitments --region us-east-1" in unbundled.note
+    assert options["reserved instances, 3 year"].usd_per_hour is None
     # P types cannot be reserved ahead (EC2 User Guide: future-dated reservations take C, G, I,
     # M, R, T, U and X); a G type can, at the on-demand rate
     future = options["future capacity reservation"]
@@ -179,6 +187,37 @@ def test_gpuc_status_burns_at_the_same_price_as_gpuc_cost(rates, monkeypatch, ca
     cost = json.loads(capsys.readouterr().out)
     (gpu,) = [line for line in cost["lines"] if line["item"].startswith("GPU instances")]
     assert gpu["usdPerHour"] == pytest.approx(4 * node["usdPerHour"])
+
+
+def test_gpuc_status_prices_only_on_demand_nodes_at_a_held_rate(rates):
+    """EC2's InstanceLifecycle is absent for on-demand, else spot, capacity-block, ...: a
+    Capacity Block's node is prepaid (unpriced, as `gpuc cost` leaves it), never at the
+    Savings Plan's rate; spot stays at the spot price."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    stack_id = "gpu-cluster/train/us-east-1"
+
+    def instance(number: int, lifecycle: str | None) -> dict:
+        tags = {"managed-by": "gpu-cluster", "gpu-cluster:stack": "train"}
+        found = {
+            "InstanceId": f"i-0000000000000000{number}",
+            "InstanceType": "p4d.24xlarge",
+            "State": {"Name": "running"},
+            "Placement": {"AvailabilityZone": "us-east-1a"},
+            "Tags": [{"Key": k, "Value": v} for k, v in (tags | {STACK_ID: stack_id}).items()],
+        }
+        return found | ({"InstanceLifecycle": lifecycle} if lifecycle else {})
+
+    described = [instance(1, None), instance(2, "spot"), instance(3, "capacity-block")]
+    stub = Stubber(ec2)
+    stub.add_response("describe_instances", {"Reservations": [{"Instances": described}]})
+    with stub:
+        nodes = list_nodes(ec2, "us-east-1", commitments={stack_id: Commitment("savings-plan", 1)})
+    prices = {node.lifecycle: node.usd_per_hour for node in nodes}
+    assert prices["on-demand"] == pytest.approx(SP_1Y)
+    assert prices["spot"] == pytest.approx(
+        node_hourly("us-east-1", "p4d.24xlarge", True, "us-east-1a")
+    )
+    assert prices["capacity-block"] is None
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,10 @@ import boto3
 import botocore.session
 import pulumi_aws.ec2 as aws_ec2
 import pytest
+import yaml
 from botocore.stub import Stubber
+from conftest import ROOT
+from moto import mock_aws
 
 from gpu_cluster.components.naming import STACK_ID_TAG
 from gpu_cluster.infra.aws import future_command
@@ -75,6 +78,16 @@ def test_at_the_moment_of_the_call_the_days_are_counted_to_the_second():
     assert future_reservation_problem(five_days.replace(tzinfo=None), NOW) is None
 
 
+def test_the_first_date_a_refusal_names_is_taken_at_the_moment_of_the_call():
+    """A date means its midnight UTC: at 09:00, five days on is 4 days 15 hours ahead at
+    midnight, so the first date to name is the next one, and that one is taken."""
+    soon = future_reservation_problem((NOW + timedelta(days=5)).date(), NOW) or ""
+    assert "Fix: --start 2026-12-07 or later" in soon
+    assert future_reservation_problem(date(2026, 12, 7), NOW) is None
+    at_midnight = datetime(2026, 12, 1, tzinfo=UTC)
+    assert future_reservation_problem(date(2026, 12, 6), at_midnight) is None
+
+
 def test_p_series_gpus_cannot_be_reserved_ahead_this_way():
     problem = future_reservation_problem(date(2027, 1, 15), TODAY, "p4d.24xlarge", 4, 14) or ""
     assert "p4d.24xlarge is in the P series" in problem
@@ -125,16 +138,16 @@ def test_the_plan_holds_the_request_and_its_cost():
         "CommitmentDuration": 14 * DAY,
         "DeliveryPreference": "incremental",
         "EndDateType": "limited",
-        "EndDate": start + timedelta(days=14),
+        "EndDate": start + timedelta(days=14, hours=1),  # EC2 refuses an end within it
     }  # no PlacementGroupArn: not supported for future-dated reservations
     assert tags[STACK_ID_TAG] == stack_identity(spec).stack_id
     assert tags["team"] == "ml-platform"
     rate = on_demand_hourly("us-east-1", "g5.12xlarge")
     assert rate
     assert plan.usd_per_hour == pytest.approx(rate)
-    assert plan.total_usd == pytest.approx(1 * rate * 24 * 14)
+    assert plan.total_usd == pytest.approx(1 * rate * (24 * 14 + 1))  # to its end
     text = "\n".join(plan_text(plan))
-    assert f"${rate * 24 * 14:,.2f}" in text and "billed from the start" in text
+    assert f"${rate * (24 * 14 + 1):,.2f}" in text and "billed from the start" in text
 
 
 def test_the_same_plan_asks_with_the_same_token_a_different_one_with_another():
@@ -267,3 +280,37 @@ def test_the_command_refuses_a_bad_start_as_input(monkeypatch):
     with pytest.raises(CommandError) as refused:
         run_future_reservation("experiment", "2020-01-01", 14, yes=True)
     assert refused.value.code == INPUT and "in the past" in str(refused.value)
+
+
+@mock_aws
+def test_with_yes_a_zone_left_out_is_the_subnets_never_the_stand_in(monkeypatch, capsys, tmp_path):
+    """availabilityZone left out in the user's own subnet: the plan says the zone stands in,
+    and --yes reads the subnet's zone from EC2 (DescribeSubnets) and reserves there."""
+    moto_ec2 = boto3.client("ec2", region_name="us-east-1")
+    vpc = moto_ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = moto_ec2.create_subnet(
+        VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZone="us-east-1d"
+    )["Subnet"]["SubnetId"]
+    stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.experiment.yaml").read_text())
+    del stack["config"]["gpu-cluster:availabilityZone"]
+    stack["config"]["gpu-cluster:network"] = {"vpcId": vpc, "subnetIds": [subnet]}
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.experiment.yaml").write_text(yaml.safe_dump(stack))
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    start = (datetime.now(UTC) + timedelta(days=30)).date().isoformat()
+
+    monkeypatch.setattr(future_command, "client", lambda *args: Untouchable())
+    assert run_future_reservation("experiment", start, 14) == 0
+    planned = capsys.readouterr().out
+    assert f"stands in for subnet {subnet}'s zone" in planned and "Nothing was created" in planned
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    stub = Stubber(ec2)
+    created = {"CapacityReservation": {"CapacityReservationId": "cr-0123456789abcdef0"}}
+    stub.add_response("create_capacity_reservation", created, None)
+    monkeypatch.setattr(future_command, "client", lambda *args: ec2)
+    with stub:
+        assert run_future_reservation("experiment", start, 14, yes=True) == 0
+    stub.assert_no_pending_responses()
+    assert "in us-east-1d" in capsys.readouterr().out

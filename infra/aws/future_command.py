@@ -12,6 +12,7 @@ from gpu_cluster.infra.aws.future_reservation import (
     plan_future_reservation,
     plan_text,
 )
+from gpu_cluster.infra.aws.preflight import Clients, in_subnet_zone
 from gpu_cluster.infra.json_doc import camel, dump
 from gpu_cluster.infra.outcome import INPUT, OK, CommandError, load_cluster_spec
 
@@ -26,6 +27,11 @@ def run_future_reservation(
     overrides: Sequence[tuple[str, str]] = (),
 ) -> int:
     spec = load_cluster_spec(stack, overrides)
+    stand_in = spec.zone_from_subnet  # availabilityZone left out in the user's own subnet
+    if yes and stand_in is not None:  # never commit to a stand-in zone: the subnet's, from EC2
+        from gpu_cluster.infra.overrides import stack_config
+
+        spec = in_subnet_zone(spec, Clients.for_region(spec.region), stack_config(stack, overrides))
     try:
         plan = plan_future_reservation(spec, start_text, commitment_days, None, instance_count)
     except ValueError as refused:
@@ -42,6 +48,11 @@ def run_future_reservation(
         return OK
     for line in plan_text(plan):
         print(line.replace("<cr-id>", reservation_id or "<cr-id>"))
+    if not yes and stand_in is not None:
+        print(
+            f"  {plan.availability_zone} stands in for subnet {stand_in}'s zone (availabilityZone "
+            "is left out): --yes reads the subnet's zone from EC2 and reserves there"
+        )
     if reservation_id:
         print(
             f"created {reservation_id} (state assessing; `aws ec2 describe-capacity-reservations`)"

@@ -47,9 +47,11 @@ from gpu_cluster.infra.validation.resolve import ResolvedCluster, stack_identity
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "data" / "future_reservations.json"
 PLATFORM = "Linux/UNIX"  # the nodes' AMIs (Deep Learning AMIs on Ubuntu / Amazon Linux)
-HOURS_PER_DAY = 24
 SECONDS_PER_DAY = 86_400
 FUTURE_PARAMETERS = ("StartDate", "CommitmentDuration", "DeliveryPreference")
+# CreateCapacityReservation's EndDate: "you can't specify an end date and time that is within the
+# commitment duration" (botocore's ec2 model); EC2 ends a limited one within the hour after it
+END_PAST_COMMITMENT = timedelta(hours=1)
 
 
 @cache
@@ -84,7 +86,10 @@ def _days_ahead_problem(start: datetime, today: date | datetime) -> str | None:
         if timedelta(days=low) <= ahead <= timedelta(days=high):
             return None
         days, past = ahead.days, ahead.total_seconds() < 0
-        first = now + timedelta(days=low)
+        # the first whole date that is far enough from now: a date means its midnight UTC
+        soonest = now + timedelta(days=low)
+        first = datetime.combine(soonest.date(), time(), UTC)
+        first += timedelta(days=1) if first < soonest else timedelta()
     else:  # a calendar day: judged in whole days
         days = (start.date() - today).days
         if low <= days <= high:
@@ -188,16 +193,17 @@ class FutureReservationPlan:
     instance_count: int
     availability_zone: str
     start: datetime
-    end: datetime  # start + commitment: the reservation ends itself when the commitment does
+    end: datetime  # start + commitment + an hour: it ends itself once the commitment is over
     commitment_days: int
     request: dict[str, Any]  # CreateCapacityReservation's parameters, as sent
     usd_per_hour: float | None  # instance count x the On-Demand rate
-    total_usd: float | None  # ... x 24 x commitment days (billed from the start, used or not)
+    total_usd: float | None  # ... x its hours (billed from the start to the end, used or not)
     price_source: str
 
     @property
     def reservation_hours(self) -> int:
-        return self.commitment_days * HOURS_PER_DAY
+        """From the start to the end: the commitment's days and the hour past it."""
+        return round((self.end - self.start).total_seconds() / 3600)
 
 
 def plan_future_reservation(
@@ -210,7 +216,7 @@ def plan_future_reservation(
 ) -> FutureReservationPlan:
     """The reservation for the stack's type and node count (or ``instance_count``) in its zone
     from ``start`` for ``commitment_days``; ValueError (the message) when AWS would refuse it.
-    It ends when the commitment does (EndDateType limited): one kept on costs the On-Demand
+    It ends an hour after the commitment (EndDateType limited): one kept on costs the On-Demand
     rate until cancelled."""
     count = spec.node_count if instance_count is None else instance_count
     kind = spec.facts.instance_type
@@ -219,7 +225,8 @@ def plan_future_reservation(
     begins = parse_start(start)
     if problem or begins is None:
         raise ValueError(problem)
-    ends = begins + timedelta(days=commitment_days)
+    # EC2 refuses an end within the commitment: an hour past it, so the boundary is never met
+    ends = begins + timedelta(days=commitment_days) + END_PAST_COMMITMENT
     identity = stack_identity(spec)
     tags = cluster_tags(identity, spec.tags) | {"Name": child_name(spec.name, "future-reservation")}
     request: dict[str, Any] = {
@@ -249,7 +256,8 @@ def plan_future_reservation(
     }
     hourly = node_hourly(spec.region, kind, spot=False, zone=None)
     per_hour = None if hourly is None else hourly * count
-    total = None if per_hour is None else per_hour * HOURS_PER_DAY * commitment_days
+    hours = (ends - begins).total_seconds() / 3600
+    total = None if per_hour is None else per_hour * hours
     table = price_table()
     return FutureReservationPlan(
         stack=spec.stack,

@@ -27,7 +27,7 @@ class Node:
     cluster: str
     stack: str
     instance_type: str
-    lifecycle: str  # on-demand | spot
+    lifecycle: str  # EC2's InstanceLifecycle: on-demand (none given), spot, capacity-block, ...
     state: str
     zone: str
     uptime_hours: float
@@ -73,9 +73,9 @@ def list_nodes(
             kind = instance["InstanceType"]
             lifecycle = instance.get("InstanceLifecycle") or "on-demand"
             zone = instance.get("Placement", {}).get("AvailabilityZone", "")
-            price = node_hourly(region, kind, lifecycle == "spot", zone)
+            price = node_price(region, kind, lifecycle, zone)
             commitment = (commitments or {}).get(tag(instance, STACK_ID_TAG))
-            if commitment is not None and lifecycle != "spot":
+            if commitment is not None and lifecycle == "on-demand":
                 price = committed_hourly(region, kind, price, commitment).usd_per_hour
             launched = instance.get("LaunchTime") or now
             nodes.append(
@@ -94,6 +94,15 @@ def list_nodes(
                 )
             )
     return sorted(nodes, key=lambda n: (n.stack, n.cluster, n.instance_id))
+
+
+def node_price(region: str, kind: str, lifecycle: str, zone: str) -> float | None:
+    """A node's hourly price as `gpuc cost` gives it: spot and on-demand from the snapshot; a
+    Capacity Block's node none (prepaid when the block was bought, as infra/cost/model.py says).
+    EC2's InstanceLifecycle: absent for on-demand, else spot, scheduled, capacity-block, ..."""
+    if lifecycle not in ("on-demand", "spot"):
+        return None
+    return node_hourly(region, kind, lifecycle == "spot", zone)
 
 
 def orphans(nodes: list[Node], known_stacks: list[str]) -> list[Node]:

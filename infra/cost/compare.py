@@ -136,9 +136,16 @@ def compare_options(
                 "the month"
             )
         rows.append(row(f"savings plan, {years} year", hourly, True, note, committed=True))
+    unbundled = (
+        f"no rate for {kind} in {spec.region} bundled: `gpuc prices refresh --commitments "
+        f"--region {spec.region}` reads AWS's price list files"
+    )
     for years in (1, 3):
         instance_plan = savings_plan_rate(spec.region, kind, years, "ec2-instance")
-        if instance_plan is not None:
+        if instance_plan is None:
+            name = f"EC2 instance savings plan, {years} year"
+            rows.append(row(name, None, True, unbundled, committed=True))
+        else:
             rows.append(
                 row(
                     f"EC2 instance savings plan, {years} year",
@@ -151,7 +158,11 @@ def compare_options(
             )
     for years in (1, 3):
         reserved = reserved_rate(spec.region, kind, years)
-        if reserved is not None:
+        if reserved is None:
+            rows.append(
+                row(f"reserved instances, {years} year", None, True, unbundled, committed=True)
+            )
+        else:
             rows.append(
                 row(
                     f"reserved instances, {years} year",
