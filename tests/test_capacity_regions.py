@@ -92,6 +92,25 @@ def test_two_regions_ranked_by_total_fee_then_start():
     assert found[0].instance_hourly == pytest.approx(1920 / (HOURS * COUNT))
 
 
+def test_every_page_of_a_regions_offerings_is_ranked():
+    """DescribeCapacityBlockOfferings answers in pages (NextToken): a cheaper block on the
+    second page is still found."""
+    api = boto3.client("ec2", region_name="us-east-1")
+    stub = Stubber(api)
+    first = {"CapacityBlockOfferings": EAST[:1], "NextToken": "page-2"}
+    stub.add_response("describe_capacity_block_offerings", first, REQUEST)
+    second = {"CapacityBlockOfferings": EAST[1:]}
+    stub.add_response(
+        "describe_capacity_block_offerings", second, REQUEST | {"NextToken": "page-2"}
+    )
+    with stub:
+        found, _ = offerings_across_regions(
+            ["us-east-1"], KIND, COUNT, HOURS, clients=lambda region: api
+        )
+    stub.assert_no_pending_responses()
+    assert [o.offering_id for o in found] == ["cb-0eeeeeeeeeeeeeee2", "cb-0eeeeeeeeeeeeeee1"]
+
+
 def test_one_regions_error_is_reported_while_the_other_ranks():
     regions = Regions({"us-east-1": "UnauthorizedOperation", "us-west-2": WEST})
     found, none = offerings_across_regions(

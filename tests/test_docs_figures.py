@@ -438,6 +438,8 @@ def actions_by_caller() -> dict[str, set[str]]:
             "the command that runs it, and run this file to regenerate docs/iam-policy.md"
         )
         by.setdefault(CALLERS[path.stem], set()).update(actions, EXTRA.get(path.stem, []))
+        if '"TagSpecifications"' in path.read_text():  # tags on create: EC2 authorizes
+            by[CALLERS[path.stem]].add("ec2:CreateTags")  # CreateTags too (see the page)
     return by
 
 

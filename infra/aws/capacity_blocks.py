@@ -96,7 +96,13 @@ def _ask(
     start: datetime | None,
 ) -> list[Offering]:
     request = offerings_request(instance_type, instance_count, hours, start)
-    answer = call(ec2, "ec2", "DescribeCapacityBlockOfferings", **request)
+    items: list[dict[str, Any]] = []
+    while True:  # NextToken by hand: botocore 1.34 (the floor) has no paginator for it
+        answer = call(ec2, "ec2", "DescribeCapacityBlockOfferings", **request)
+        items += answer.get("CapacityBlockOfferings", [])
+        if not answer.get("NextToken"):
+            break
+        request = {**request, "NextToken": answer["NextToken"]}
     return [
         Offering(
             offering_id=item["CapacityBlockOfferingId"],
@@ -110,7 +116,7 @@ def _ask(
             currency=item.get("CurrencyCode", "USD"),
             region=region,
         )
-        for item in answer.get("CapacityBlockOfferings", [])
+        for item in items
     ]
 
 
