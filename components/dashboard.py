@@ -37,6 +37,7 @@ from gpu_cluster.components.cloudwatch_agent import (
 from gpu_cluster.components.cost_controls import METRIC_NAMESPACE, CostControls
 from gpu_cluster.components.log_metrics import log_metric_namespace
 from gpu_cluster.components.names import StackIdentity
+from gpu_cluster.components.node_errors import GPU_ERROR_INCREASES
 
 # The prefixes the CloudWatch agent gives its plugins' measurements (nvidia_gpu: nvidia_smi_,
 # efa: efa_), from the agent's documented data (components/cloudwatch_agent.py).
@@ -46,6 +47,7 @@ NODE_DIMENSIONS = ("InstanceId", "StackId")
 STACK_DIMENSION = "StackId"
 HEALTHY, DEGRADED, GPU_ERRORS = "NodeHealthy", "NodeDegraded", "GpuErrors"
 ERROR_CLASS_DIMENSION = "Class"
+INCREASE_TITLES = {"NvlinkErrors": "NVLink errors", "EfaErrors": "EFA errors"}
 # The GPU measurements the dashboard draws per node, with the statistic that makes sense of the
 # agent's per-instance roll-up of a node's GPUs, and the order that keeps the interesting nodes
 # when a query matches more than 500 (ORDER BY): the least busy, the fullest, the hottest.
@@ -155,15 +157,18 @@ def insights_query(
     where: dict[str, str],
     group_by: tuple[str, ...] = (),
     order: str = "",
+    where_not: tuple[tuple[str, str], ...] = (),
 ) -> str:
-    """``SELECT FUNCTION(metric) FROM SCHEMA(namespace, dims) WHERE k = 'v' [GROUP BY ...]
-    [ORDER BY FUNCTION() order]``: the metrics with exactly these dimensions."""
+    """``SELECT FUNCTION(metric) FROM SCHEMA(namespace, dims) WHERE k = 'v' [AND k != 'w' ...]
+    [GROUP BY ...] [ORDER BY FUNCTION() order]``: the metrics with exactly these dimensions
+    (the WHERE clause's operators and AND: CloudWatch User Guide, "Metrics Insights query
+    components and syntax")."""
     schema = ", ".join([identifier(namespace), *(identifier(d) for d in sorted(dimensions))])
     query = f"SELECT {function}({identifier(metric)}) FROM SCHEMA({schema})"
-    if where:
-        query += " WHERE " + " AND ".join(
-            f"{identifier(k)} = {label_value(v)}" for k, v in sorted(where.items())
-        )
+    conditions = [f"{identifier(k)} = {label_value(v)}" for k, v in sorted(where.items())]
+    conditions += [f"{identifier(k)} != {label_value(v)}" for k, v in where_not]
+    if conditions:
+        query += " WHERE " + " AND ".join(conditions)
     if group_by:
         query += " GROUP BY " + ", ".join(identifier(g) for g in group_by)
     if order:
@@ -259,25 +264,43 @@ def efa_widgets(spec: DashboardSpec) -> list[dict[str, Any]]:
 
 
 def health_widgets(spec: DashboardSpec) -> list[dict[str, Any]]:
-    """The health script's states and error counts (GpuErrors only exists where non-zero)."""
-    errors_by_class = insights_query(
-        "SUM",
+    """The health script's states and error counts (GpuErrors only exists where non-zero). A
+    gauge class is re-published every minute while it holds, so it is drawn with MAX (a sum
+    over the period would count one Xid five times); the increases (NVLink, EFA: new since the
+    previous check) with SUM (components/node_errors.py)."""
+    schema = (*NODE_DIMENSIONS, ERROR_CLASS_DIMENSION)
+    stack = {STACK_DIMENSION: spec.stack_id}
+    gauges_only = tuple((ERROR_CLASS_DIMENSION, name) for name in GPU_ERROR_INCREASES)
+    gauges_by_class = insights_query(
+        "MAX",
         GPU_ERRORS,
         METRIC_NAMESPACE,
-        (*NODE_DIMENSIONS, ERROR_CLASS_DIMENSION),
-        {STACK_DIMENSION: spec.stack_id},
+        schema,
+        stack,
         (ERROR_CLASS_DIMENSION,),
         "DESC",
+        gauges_only,
     )
-    errors_by_node = insights_query(
-        "SUM",
-        GPU_ERRORS,
-        METRIC_NAMESPACE,
-        (*NODE_DIMENSIONS, ERROR_CLASS_DIMENSION),
-        {STACK_DIMENSION: spec.stack_id},
-        ("InstanceId",),
-        "DESC",
+    gauges_by_node = insights_query(
+        "MAX", GPU_ERRORS, METRIC_NAMESPACE, schema, stack, ("InstanceId",), "DESC", gauges_only
     )
+    minutes = PERIOD_SECONDS // 60
+    increases = [
+        query_widget(
+            spec,
+            f"{INCREASE_TITLES.get(name, name)} by node (new, per {minutes} min)",
+            insights_query(
+                "SUM",
+                GPU_ERRORS,
+                METRIC_NAMESPACE,
+                schema,
+                stack | {ERROR_CLASS_DIMENSION: name},
+                ("InstanceId",),
+                "DESC",
+            ),
+        )
+        for name in GPU_ERROR_INCREASES
+    ]
     return [
         query_widget(
             spec,
@@ -291,8 +314,9 @@ def health_widgets(spec: DashboardSpec) -> list[dict[str, Any]]:
             per_node(spec, DEGRADED, "MAX"),
             {"min": 0, "max": 1},
         ),
-        query_widget(spec, "GPU and EFA errors by class", errors_by_class),
-        query_widget(spec, "GPU and EFA errors by node", errors_by_node),
+        query_widget(spec, "GPU errors by class (the worst node's count)", gauges_by_class),
+        query_widget(spec, "GPU errors by node (its largest count)", gauges_by_node),
+        *increases,
     ]
 
 

@@ -29,6 +29,9 @@ GPU_ERROR_COUNTS: dict[str, str] = {
     "EfaErrors": "EFA error hw_counters since the previous check, summed (increase)",
 }
 GPU_ERROR_CLASSES: tuple[str, ...] = tuple(GPU_ERROR_COUNTS)
+GPU_ERROR_INCREASES: tuple[str, ...] = tuple(
+    name for name, what in GPU_ERROR_COUNTS.items() if what.endswith("(increase)")
+)
 
 # The EFA kernel driver's port counters (/sys/class/infiniband/<device>/ports/<n>/hw_counters)
 # that count errors: rx_drops and the RDMA work-request errors since the first EFA driver;

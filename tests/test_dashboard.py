@@ -25,6 +25,7 @@ from gpu_cluster.components.cloudwatch_agent import (
 from gpu_cluster.components.cost_controls import METRIC_NAMESPACE
 from gpu_cluster.components.log_metrics import LOG_METRIC_FILTERS, log_metric_namespace
 from gpu_cluster.components.names import dashboard_name
+from gpu_cluster.components.node_errors import GPU_ERROR_COUNTS
 from gpu_cluster.infra.diff.replace_rules import REPLACE_ON_CHANGE
 from gpu_cluster.infra.plan.engine import Plan, run_plan
 from gpu_cluster.infra.plan.mocks import refusals
@@ -36,7 +37,7 @@ BOOT = ROOT / "components" / "boot"
 INSTANCE_ID = re.compile(r"\bi-(?:[0-9a-f]{17}|[0-9a-f]{8})\b")
 QUERY = re.compile(
     r'^SELECT (?P<fn>AVG|COUNT|MAX|MIN|SUM)\((?P<metric>\w+)\) FROM SCHEMA\("(?P<ns>[^"]+)", '
-    r"(?P<dims>[\w, ]+)\) WHERE StackId = '(?P<stack>[^']+)'"
+    r"(?P<dims>[\w, ]+)\) WHERE (?P<where>\w+ !?= '[^']+'(?: AND \w+ !?= '[^']+')*)"
     r"(?: GROUP BY (?P<group>[\w, ]+))?(?: ORDER BY (?P=fn)\(\) (?:ASC|DESC))?$"
 )
 # AWS/ApplicationELB metrics AWS publishes per load balancer and target group (Elastic Load
@@ -78,7 +79,9 @@ def named_metrics(body: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]
                 match = QUERY.match(expression)
                 assert match, expression
                 dims = {d.strip(): "*" for d in match["dims"].split(",")}
-                found.append((match["ns"], match["metric"], dims | {"StackId": match["stack"]}))
+                equal = dict(re.findall(r"(\w+) = '([^']+)'", match["where"]))
+                assert "StackId" in equal and set(equal) <= set(dims), expression
+                found.append((match["ns"], match["metric"], dims | {"StackId": equal["StackId"]}))
                 assert match["group"] is None or set(match["group"].split(", ")) <= set(dims)
                 continue
             names = [e for e in entry if isinstance(e, str)]
@@ -180,8 +183,18 @@ def test_gpu_errors_are_drawn_by_class(train_plan):
         for e in w["properties"].get("metrics", [])
         if isinstance(e[0], dict) and "GpuErrors" in e[0]["expression"]
     ]
-    assert any(q.endswith("GROUP BY Class ORDER BY SUM() DESC") for q in queries)
     assert all('SCHEMA("gpu-cluster", Class, InstanceId, StackId)' in q for q in queries)
+    # gauges are re-published every minute while they hold: MAX, never summed over the period
+    (by_class,) = [q for q in queries if "GROUP BY Class" in q]
+    assert by_class.startswith("SELECT MAX(GpuErrors)")
+    increases = [name for name, what in GPU_ERROR_COUNTS.items() if what.endswith("(increase)")]
+    assert increases == ["NvlinkErrors", "EfaErrors"]
+    assert all(f"Class != '{name}'" in by_class for name in increases)
+    for name in increases:  # the counts new since the last check: summed, one widget each
+        (query,) = [q for q in queries if f"Class = '{name}'" in q]
+        assert query.startswith("SELECT SUM(GpuErrors)") and "GROUP BY InstanceId" in query
+    for query in queries:  # every class drawn once: a gauge by MAX, an increase by SUM
+        assert query.startswith("SELECT SUM") == any(f"Class = '{n}'" in query for n in increases)
 
 
 def test_the_body_names_no_instance(train_plan, inference_plan):
