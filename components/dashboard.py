@@ -327,7 +327,7 @@ def log_metric(spec: DashboardSpec, name: str) -> list[Any]:
 
 
 LOG_WIDGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Jobs failed and restarted", ("JobFailed", "JobRestarted")),
+    ("Jobs failed and restarted (one per node of the job)", ("JobFailed", "JobRestarted")),
     ("Launch failures by reason", ("InsufficientCapacity", "LaunchFailed")),
     ("Node events in the logs", ("NodeUnhealthy", "XidError", "SlowNetwork")),
 )

@@ -55,14 +55,16 @@ LOG_METRIC_FILTERS: tuple[LogMetric, ...] = (
         JOBS_LOG,
         '"will restart worker group"',
         "torchrun's elastic agent at INFO (LOGLEVEL=INFO, set by boot/gpu-cluster-jobs.sh): "
-        "'Worker group FAILED. N/M attempts left; will restart worker group'",
+        "'Worker group FAILED. N/M attempts left; will restart worker group': once per node",
     ),
     LogMetric(
         "JobFailed",
         JOBS_LOG,
-        '"ChildFailedError"',
-        "torchrun's error when the workers failed with no restart left (torch.distributed."
-        "elastic.multiprocessing.errors.ChildFailedError), in the job's output",
+        '"errors.ChildFailedError:"',
+        "torchrun's error when the workers failed with no restart left, its traceback's last "
+        "line 'torch.distributed.elastic.multiprocessing.errors.ChildFailedError:' (not the "
+        "'raise ChildFailedError(' line above it, torch/distributed/launcher/api.py), in the "
+        "job's output: once per node of the job",
     ),
     LogMetric(
         "LaunchFailed",

@@ -302,6 +302,10 @@ def test_the_job_lines_are_the_ones_the_jobs_supervisor_and_torchrun_write():
     failed = "[pretrain] torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"
     assert matches(FILTERS["JobFailed"], failed)
     assert not matches(FILTERS["JobFailed"], restart)
+    # the traceback above that line names it too: one failure, one count per node
+    raised = '[pretrain]   File "torch/distributed/launcher/api.py", line 383, in launch_agent'
+    assert not matches(FILTERS["JobFailed"], raised)
+    assert not matches(FILTERS["JobFailed"], "[pretrain]     raise ChildFailedError(")
 
 
 def event(detail_type: str, message: str = "") -> str:
