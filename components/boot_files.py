@@ -8,6 +8,7 @@ import re
 from functools import cache
 from pathlib import Path
 
+from gpu_cluster.components.cloudwatch_agent import min_agent_version
 from gpu_cluster.components.naming import CLUSTER_TAG, STACK_ID_TAG
 from gpu_cluster.components.node_errors import health_constants
 
@@ -18,6 +19,7 @@ CONSTANTS = {
     "CLUSTER_TAG": CLUSTER_TAG,
     "STACK_ID_TAG": STACK_ID_TAG,
     "RENDEZVOUS_PORT": str(RENDEZVOUS_PORT),
+    "EFA_AGENT_VERSION": min_agent_version("efa"),
     **health_constants(),  # the health check's Xid table and error classes, from data
 }
 

@@ -104,6 +104,12 @@ def published_prefix(plugin: str) -> str:
     return documented()["plugins"][plugin]["published_prefix"]
 
 
+def min_agent_version(plugin: str) -> str:
+    """The first agent release that collects ``plugin`` on EC2 ("" for any): an EFA node with
+    an older agent (an older AMI's) installs the regional latest (gpu-cluster-gpu-metrics.sh)."""
+    return documented()["plugins"][plugin].get("min_agent_version", "")
+
+
 @dataclass(frozen=True, slots=True)
 class AgentProfile:
     """What one stack's nodes collect; every field the same on each node of the stack."""

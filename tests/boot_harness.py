@@ -201,8 +201,11 @@ SHELL_STUBS = {
     "mdadm": 'echo "mdadm $*" >> "$HARNESS/calls"\n[ "$1" != --assemble ]\n',
 }
 
+# the regional "latest" CloudWatch agent package's version (its bin/CWAGENT_VERSION)
+AGENT_LATEST = "1.300071.0b1270"
 APT_WRAPPER = r"""#!/bin/bash
 # The fake apt-get, then what an install leaves on the node (commands, kernel modules).
+AGENT_LATEST=AGENT_LATEST_VERSION
 "$HARNESS/bin-fakes/apt-get" "$@" || exit $?
 for arg in "$@"; do
   case $arg in
@@ -212,7 +215,8 @@ for arg in "$@"; do
       ctl="$GPUC_ROOT/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
       mkdir -p "$(dirname "$ctl")"
       printf '#!/bin/bash\necho "amazon-cloudwatch-agent-ctl $*" >> "$HARNESS/calls"\n' > "$ctl"
-      chmod 755 "$ctl" ;;
+      chmod 755 "$ctl"
+      echo "$AGENT_LATEST" > "$(dirname "$ctl")/CWAGENT_VERSION" ;;  # as the package writes it
   esac
 done
 """
@@ -258,7 +262,8 @@ class BootNode:
         for name, text in apt_scripts(self.apt_state, PYTHON).items():
             write_executable(fakes / name, text)
         write_executable(self.bin / "dpkg", (fakes / "dpkg").read_text())
-        write_executable(self.bin / "apt-get", APT_WRAPPER)
+        apt = APT_WRAPPER.replace("AGENT_LATEST_VERSION", AGENT_LATEST)
+        write_executable(self.bin / "apt-get", apt)
         write_executable(self.bin / "systemctl", f"#!{PYTHON}\n{SYSTEMD_SOURCE}")
         write_executable(self.bin / "docker", f"#!{PYTHON}\n{DOCKER_SOURCE}")
         write_executable(self.bin / "sleep", SLEEP)
@@ -317,6 +322,14 @@ class BootNode:
         to the endpoint; `flaky`: {text: n} calls fail n times, then answer."""
         table = {"answers": answers or [], "down": list(down), "flaky": dict(flaky or {})}
         (self.harness / "aws.json").write_text(json.dumps(table))
+
+    def ami_agent(self, version: str) -> None:
+        """The AMI ships the CloudWatch agent at ``version`` (as a DLAMI does)."""
+        folder = self.file("/opt/aws/amazon-cloudwatch-agent/bin")
+        folder.mkdir(parents=True, exist_ok=True)
+        ctl = 'echo "amazon-cloudwatch-agent-ctl $*" >> "$HARNESS/calls"\n'
+        write_executable(folder / "amazon-cloudwatch-agent-ctl", f"#!/bin/bash\n{ctl}")
+        (folder / "CWAGENT_VERSION").write_text(f"{version}\n")
 
     def unreachable(self, *urls: str) -> None:
         """Downloads from these URLs ("*": from anywhere outside) time out."""

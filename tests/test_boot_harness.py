@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from boot_harness import (
+    AGENT_LATEST,
     P4D,
     P5_4XL,
     VENV_BIN,
@@ -453,6 +454,49 @@ def test_a_missing_gpu_metric_is_visible_in_the_health_status(make_node):
     assert health_tags(node)[-1] == "degraded:gpu-metrics:missing"
     unit = node.read("/etc/systemd/system/gpu-cluster-gpu-metrics.service")
     assert "Restart=on-failure" in unit  # systemd keeps trying
+
+
+AGENT_PACKAGE = (
+    "https://amazoncloudwatch-agent-us-east-1.s3.us-east-1.amazonaws.com/ubuntu/amd64/latest/"
+    "amazon-cloudwatch-agent.deb"
+)
+
+
+def agent_installs(node: BootNode) -> list[str]:
+    return [c for c in node.apt()["calls"] if any("amazon-cloudwatch-agent.deb" in a for a in c)]
+
+
+@pytest.mark.parametrize(
+    ("efa", "ami_agent", "upgraded"),
+    [
+        (4, "1.300064.1b1054", True),  # before EFA metrics on EC2 (1.300068.0): upgraded
+        (4, "1.300068.0b1204", False),  # the first that collects them
+        (0, "1.300064.1b1054", False),  # no EFA: the AMI's agent is enough for GPU metrics
+    ],
+)
+def test_an_efa_node_upgrades_an_agent_that_collects_no_efa_metrics(
+    make_node, efa, ami_agent, upgraded
+):
+    node = make_node(replace(TRAIN, efa_interfaces=efa))
+    node.ami_agent(ami_agent)
+    node.boot()
+    eventually(lambda: node.file("/run/gpu-cluster/step-gpu-metrics").exists(), node.journal)
+    assert node.read("/run/gpu-cluster/step-gpu-metrics") == "ok\n"
+    assert bool(agent_installs(node)) == upgraded
+    version = node.read("/opt/aws/amazon-cloudwatch-agent/bin/CWAGENT_VERSION").strip()
+    assert version == (AGENT_LATEST if upgraded else ami_agent)
+    assert ("collects no EFA metrics" in node.journal()) == upgraded
+
+
+def test_an_upgrade_that_cannot_be_had_keeps_the_gpu_metrics(make_node):
+    node = make_node()
+    node.ami_agent("1.300064.1b1054")
+    node.unreachable(AGENT_PACKAGE)
+    node.boot()
+    eventually(lambda: node.file("/run/gpu-cluster/step-gpu-metrics").exists(), node.journal)
+    assert node.read("/run/gpu-cluster/step-gpu-metrics") == "ok\n"
+    assert "CloudWatch agent 1.300064.1b1054 kept: GPU metrics only" in node.journal()
+    assert any("amazon-cloudwatch-agent-ctl -a fetch-config" in c for c in node.calls())
 
 
 def test_mountpoint_install_updates_the_index_first(make_node):

@@ -28,14 +28,27 @@ fi
 AGENT_DIR="$R/opt/aws/amazon-cloudwatch-agent"
 CTL="$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl"
 fail() { log "$1"; step_result "failed: $1"; exit 1; }  # the unit retries; health says degraded
-if [ ! -x "$CTL" ]; then
+install_agent() {  # the regional latest package, through the S3 gateway endpoint
+  local arch package url
   arch="$(dpkg --print-architecture)"
   package="$(mktemp -d)/amazon-cloudwatch-agent.deb"
   url="https://amazoncloudwatch-agent-$REGION.s3.$REGION.amazonaws.com/ubuntu/$arch/latest/amazon-cloudwatch-agent.deb"
-  download "$url" "$package" \
-    || fail "could not download the CloudWatch agent from $url: no GPU metrics"
-  apt_run install "$package" || fail "could not install the CloudWatch agent (see apt-get above)"
+  download "$url" "$package" || { log "could not download the CloudWatch agent from $url"; return 1; }
+  apt_run install "$package" || { log "could not install the CloudWatch agent (see apt-get above)"; return 1; }
   rm -rf "$(dirname "$package")"
+}
+# an agent older than the first that collects EFA on EC2 takes the efa section and collects
+# nothing (components/data/cloudwatch_agent_measurements.json): an EFA node upgrades it; the
+# GPU metrics go on with the old one when the upgrade cannot be had
+older_than() { [ "$(printf '%s\n' "$1" "$2" | sort -V | head -n1)" != "$2" ]; }
+if [ ! -x "$CTL" ]; then
+  install_agent || fail "the CloudWatch agent could not be installed: no GPU metrics"
+elif grep -q '"efa"' "$R/usr/local/lib/gpu-cluster/cloudwatch-agent.json" 2>/dev/null; then
+  have=$(cat "$AGENT_DIR/bin/CWAGENT_VERSION" 2>/dev/null || echo 0)
+  if older_than "$have" "{{EFA_AGENT_VERSION}}"; then
+    log "the AMI's CloudWatch agent $have collects no EFA metrics (from {{EFA_AGENT_VERSION}}): upgrading"
+    install_agent || log "CloudWatch agent $have kept: GPU metrics only, no EFA metrics"
+  fi
 fi
 # This stack's profile (components/cloudwatch_agent.py renders it into the user data): the
 # documented GPU measurements (and EFA's on an EFA node) rolled up per node, stack and group
