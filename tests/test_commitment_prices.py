@@ -232,6 +232,27 @@ def test_refresh_writes_rows_and_meta_and_keeps_other_regions(tmp_path: Path) ->
     assert cp.oldest_published(table) == "2026-01-01"  # the kept us-west-2 row is the oldest
 
 
+def test_a_refresh_dates_its_rows_by_when_they_were_read(tmp_path: Path) -> None:
+    """Freshness is when a figure was read, not AWS's publication date (a file republished
+    unchanged a month ago, read today, is fresh); a kept region keeps its own day."""
+    path, meta, _ = _bundle(tmp_path)  # a us-west-2 row from before the column: its published
+    plf.run_commitments_refresh(
+        ["us-east-1"], GPU_TYPES, fixture_fetch(), path=path, meta_path=meta, today="2026-12-01"
+    )
+    table = cp.read_commitment_table(path)
+    east = [rate for key, rate in table.items() if key[0] == "us-east-1"]
+    assert east and {rate.retrieved for rate in east} == {"2026-12-01"}
+    assert {rate.published for rate in east} <= {"2026-09-15", "2026-09-20"}  # AWS's dates
+    assert cp.oldest_snapshot(table) == "2026-01-01"  # the kept row: no read day, its published
+    # the next day's refresh of the same region: its rows read again, the kept row as it was
+    plf.run_commitments_refresh(
+        ["us-east-1"], GPU_TYPES, fixture_fetch(), path=path, meta_path=meta, today="2026-12-02"
+    )
+    again = cp.read_commitment_table(path)
+    assert {rate.snapshot for key, rate in again.items() if key[0] == "us-east-1"} == {"2026-12-02"}
+    assert [rate.snapshot for key, rate in again.items() if key[0] == "us-west-2"] == ["2026-01-01"]
+
+
 def test_a_region_without_a_savings_plans_file_is_refused() -> None:
     with pytest.raises(AwsError, match="no Savings Plans price list for region 'mars-east-1'"):
         plf.refresh_commitments(["mars-east-1"], GPU_TYPES, fixture_fetch())

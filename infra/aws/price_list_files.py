@@ -173,7 +173,11 @@ def merged_commitment_rows(
     old: list[dict[str, str]] = []
     if path.is_file():
         with path.open(newline="") as handle:
-            old = [row for row in csv.DictReader(handle) if row["region"] not in regions]
+            old = [
+                {name: row.get(name) or "" for name in COLUMNS}
+                for row in csv.DictReader(handle)
+                if row["region"] not in regions
+            ]
     return sorted([*old, *fresh], key=_order)
 
 
@@ -227,9 +231,11 @@ def run_commitments_refresh(
     progress: Progress | None = None,
     path: Path = COMMITMENT_PRICES_PATH,
     meta_path: Path = COMMITMENT_META_PATH,
+    today: str | None = None,
 ) -> list[dict[str, str]]:
-    """Refresh the regions (the catalog's GPU types by default), keep the other regions' rows,
-    and write; nothing is written unless every file was read. Returns the rows written."""
+    """Refresh the regions (the catalog's GPU types by default), keep the other regions' rows
+    (with the day each was read), and write; nothing is written unless every file was read.
+    Returns the rows written."""
     if instance_types is None:
         from gpu_cluster.components.catalog import load_catalog
 
@@ -241,6 +247,8 @@ def run_commitments_refresh(
             f" {', '.join(regions)}; the bundled commitment prices were kept unchanged",
             code=PRICE_LIST_ERROR,
         )
+    today = today or datetime.now(UTC).date().isoformat()
+    fresh = [{**row, "retrieved": today} for row in fresh]
     rows = merged_commitment_rows(path, fresh, regions)
-    write_commitments(rows, path, meta_path)
+    write_commitments(rows, path, meta_path, today)
     return rows

@@ -40,6 +40,7 @@ COLUMNS = (
     "source",
     "source_url",
     "published",
+    "retrieved",  # the day `gpuc prices refresh --commitments` read it ("" before the column)
 )
 
 COMPUTE_SP = "Compute Savings Plan"
@@ -63,6 +64,12 @@ class CommitmentRate:
     offering_class: str | None  # RIs: "standard" | "convertible"; None for savings plans
     source: str  # e.g. "AWS price list: AWSComputeSavingsPlan us-east-1 index.json"
     published: str  # that file's publicationDate, "YYYY-MM-DD"
+    retrieved: str = ""  # the day the refresh read that file ("" in a snapshot made before)
+
+    @property
+    def snapshot(self) -> str:
+        """How old the figure is: when it was read (AWS republishes unchanged files)."""
+        return self.retrieved or self.published
 
     @property
     def label(self) -> str:
@@ -102,6 +109,7 @@ def read_commitment_table(
                 offering_class=row["offering_class"] or None,
                 source=row["source"],
                 published=row["published"],
+                retrieved=row.get("retrieved") or "",
             )
             key = (
                 row["region"],
@@ -162,9 +170,14 @@ def oldest_published(table: dict[RateKey, CommitmentRate]) -> str | None:
     return min((rate.published for rate in table.values()), default=None)
 
 
+def oldest_snapshot(table: dict[RateKey, CommitmentRate]) -> str | None:
+    return min((rate.snapshot for rate in table.values()), default=None)
+
+
 def commitment_snapshot_date() -> str | None:
-    """The oldest publication date among the bundled rates, or None when none is bundled."""
-    return oldest_published(commitment_table())
+    """The day the oldest bundled rate was read (its file's publication date when the snapshot
+    predates that record), or None when none is bundled."""
+    return oldest_snapshot(commitment_table())
 
 
 def commitment_text(rate: CommitmentRate) -> str:
