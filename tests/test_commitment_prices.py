@@ -229,7 +229,8 @@ def test_refresh_writes_rows_and_meta_and_keeps_other_regions(tmp_path: Path) ->
     } in info["files"]
     assert {f["publicationDate"] for f in info["files"]} >= {"2026-09-15", "2026-09-20"}
     table = cp.read_commitment_table(path)
-    assert cp.oldest_published(table) == "2026-01-01"  # the kept us-west-2 row is the oldest
+    oldest = min((rate.published for rate in table.values()), default=None)
+    assert oldest == "2026-01-01"  # the kept us-west-2 row is the oldest
 
 
 def test_a_refresh_dates_its_rows_by_when_they_were_read(tmp_path: Path) -> None:
@@ -311,4 +312,5 @@ def test_the_bundled_data_is_well_formed() -> None:
     for row in bundled:  # every bundled figure names its file and that file's date
         assert row["source"] and row["source_url"].startswith(plf.PRICING_HOST) and row["published"]
     table = cp.read_commitment_table()
-    assert cp.oldest_published(table) == (min(r["published"] for r in bundled) if bundled else None)
+    oldest = min((rate.snapshot for rate in table.values()), default=None)
+    assert oldest == (min(r["retrieved"] or r["published"] for r in bundled) if bundled else None)

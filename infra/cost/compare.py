@@ -142,37 +142,24 @@ def compare_options(
     )
     for years in (1, 3):
         instance_plan = savings_plan_rate(spec.region, kind, years, "ec2-instance")
-        if instance_plan is None:
-            name = f"EC2 instance savings plan, {years} year"
-            rows.append(row(name, None, True, unbundled, committed=True))
-        else:
-            rows.append(
-                row(
-                    f"EC2 instance savings plan, {years} year",
-                    nodes * instance_plan.usd_per_hour,
-                    True,
-                    f"{kind.split('.')[0]} in {spec.region} only, No Upfront: "
-                    f"${instance_plan.usd_per_hour:,.4f}/h per node ({instance_plan.label})",
-                    committed=True,
-                )
+        hourly, note = (None, unbundled)
+        if instance_plan is not None:
+            hourly = nodes * instance_plan.usd_per_hour
+            note = (
+                f"{kind.split('.')[0]} in {spec.region} only, No Upfront: "
+                f"${instance_plan.usd_per_hour:,.4f}/h per node ({instance_plan.label})"
             )
+        name = f"EC2 instance savings plan, {years} year"
+        rows.append(row(name, hourly, True, note, committed=True))
     for years in (1, 3):
         reserved = reserved_rate(spec.region, kind, years)
-        if reserved is None:
-            rows.append(
-                row(f"reserved instances, {years} year", None, True, unbundled, committed=True)
+        hourly, note = (None, unbundled)
+        if reserved is not None:
+            hourly = nodes * reserved.usd_per_hour
+            note = (
+                f"standard, No Upfront: ${reserved.usd_per_hour:,.4f}/h per node ({reserved.label})"
             )
-        else:
-            rows.append(
-                row(
-                    f"reserved instances, {years} year",
-                    nodes * reserved.usd_per_hour,
-                    True,
-                    f"standard, No Upfront: ${reserved.usd_per_hour:,.4f}/h per node "
-                    f"({reserved.label})",
-                    committed=True,
-                )
-            )
+        rows.append(row(f"reserved instances, {years} year", hourly, True, note, committed=True))
     rows.append(
         row(
             "capacity reservation",

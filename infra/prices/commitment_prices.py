@@ -166,10 +166,6 @@ def reserved_rate(
     return commitment_table().get(key)
 
 
-def oldest_published(table: dict[RateKey, CommitmentRate]) -> str | None:
-    return min((rate.published for rate in table.values()), default=None)
-
-
 def oldest_snapshot(table: dict[RateKey, CommitmentRate]) -> str | None:
     return min((rate.snapshot for rate in table.values()), default=None)
 
